@@ -1,0 +1,82 @@
+// Package executors holds the one plugin interface of gilf, Executor, and
+// the selection of an executor from configuration.
+package executors
+
+import (
+	"context"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Executor runs a validation plan somewhere isolated.
+//
+// Lifecycle, which every implementation keeps and executortest.Conformance
+// checks:
+//
+//   - Run runs req.Plan's steps in order and returns one StepResult per
+//     planned step, in plan order. Steps with Inconclusive set are not run
+//     and end StatusInconclusive. When a step fails, times out or is killed
+//     and it is the install step, every later step ends StatusNotRun.
+//   - A control that says no before anything ran (unconfigured, tier not
+//     met, …) is returned as a *validation.Refusal error with an empty
+//     Result. Nothing was started.
+//   - Any other error is an infrastructure failure (sandbox API down,
+//     setup or cleanup failure): the job is retried, it is never reported
+//     as a test failure. A setup or cleanup failure fails the run even
+//     when every command exited 0.
+//   - When ctx is cancelled, Run stops every process and remote resource
+//     it started, returns within a bounded time (seconds, not the step
+//     budget), and reports the interrupted step StatusKilled with the
+//     rest StatusNotRun, together with ctx.Err().
+//   - Cleanup (processes, sandboxes, temp files) runs in every outcome,
+//     including cancellation and a panic inside Run.
+//   - Run may be called concurrently; runs share nothing but req.Dir,
+//     which Run treats as read-only.
+type Executor interface {
+	// Name is the canonical executor name ("local", "managed-e2b", …).
+	Name() string
+	Run(ctx context.Context, req Request) (Result, error)
+}
+
+// Request is one run of a plan.
+type Request struct {
+	Plan validation.Plan
+	// Dir is the extracted repository root on the worker. Executors never
+	// write to it; those that need a private copy or an archive make one.
+	Dir string
+	// Secrets are values to redact from every byte of output.
+	Secrets []validation.Secret
+	// Labels name the run for remote metadata (repo, job); never secret.
+	Labels map[string]string
+	// Progress, when set, is told when each step starts. It must not block.
+	Progress func(step string, started time.Time)
+}
+
+// Resources describe what a run was given, for cost estimates. Zero means
+// unknown.
+type Resources struct {
+	VCPU      float64 `json:"vcpu,omitempty"`
+	MemoryGiB float64 `json:"memoryGib,omitempty"`
+}
+
+// Result is what an executor observed.
+type Result struct {
+	Executor string                  `json:"executor"`
+	Tier     validation.Tier         `json:"isolationTier"`
+	Platform validation.Platform     `json:"platform"`
+	Steps    []validation.StepResult `json:"steps"`
+	// Integrity, when set, says why the executor's report cannot be
+	// trusted (forged, duplicate or missing markers): the run is
+	// inconclusive.
+	Integrity string `json:"integrity,omitempty"`
+	// SecretsWithheld names the worker secrets that were kept out of the
+	// sandbox (names only).
+	SecretsWithheld []string  `json:"secretsWithheld,omitempty"`
+	Resources       Resources `json:"resources"`
+	Started         time.Time `json:"started"`
+	Finished        time.Time `json:"finished"`
+	// Notes are plain-words facts for the record (network given to the
+	// install step, cgroup limits in force, …).
+	Notes []string `json:"notes,omitempty"`
+}

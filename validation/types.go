@@ -1,0 +1,235 @@
+// Package validation is gilf's domain: it turns a repository's package.json
+// into a Plan, describes how each step ended, and derives the outcome,
+// findings and the validation record from what the executor observed.
+// It imports only the standard library; every other package points here.
+package validation
+
+import "time"
+
+// Step names, in the order a plan runs them. No other script is discovered.
+const (
+	StepInstall   = "install"
+	StepTest      = "test"
+	StepTypecheck = "typecheck"
+	StepLint      = "lint"
+	StepBuild     = "build"
+)
+
+// ScriptNames are the package.json scripts a plan selects, in order.
+var ScriptNames = [...]string{StepTest, StepTypecheck, StepLint, StepBuild}
+
+// PackageManager names the tool that installs and runs scripts.
+type PackageManager string
+
+const (
+	NPM       PackageManager = "npm"
+	Yarn      PackageManager = "yarn"       // classic, 1.x
+	YarnBerry PackageManager = "yarn-berry" // 2.x and later
+	PNPM      PackageManager = "pnpm"
+	Bun       PackageManager = "bun"
+)
+
+// Network is the egress a step is given.
+type Network string
+
+const (
+	NetworkNone Network = "none"
+	NetworkFull Network = "full"
+)
+
+// Step is one command of a plan. Argv is never given to a shell by the host;
+// executors that take one shell quote it themselves (see the marker shell).
+type Step struct {
+	Name    string        `json:"name"`
+	Argv    []string      `json:"command"`
+	Script  string        `json:"script,omitempty"` // the package.json script body; empty for install
+	Network Network       `json:"network"`
+	Timeout time.Duration `json:"-"`
+	// Inconclusive, when set, says why this script can prove nothing
+	// (npm's default test, `true`, `exit 0`, a bare echo). Such a step is
+	// recorded with status inconclusive and is not run as proof.
+	Inconclusive string `json:"inconclusive,omitempty"`
+}
+
+// GapReason names why a plan has nothing to run.
+type GapReason string
+
+const (
+	GapNoManifest          GapReason = "no_manifest"
+	GapManifestUnreadable  GapReason = "manifest_unreadable"
+	GapManifestSymlink     GapReason = "manifest_symlink"
+	GapManifestTooLarge    GapReason = "manifest_too_large"
+	GapManifestUnparseable GapReason = "manifest_unparseable"
+	GapScriptsInvalid      GapReason = "scripts_invalid"
+	GapNoScripts           GapReason = "no_scripts"
+)
+
+// Gap is a plan with nothing to run: never a pass.
+type Gap struct {
+	Reason GapReason `json:"reason"`
+	Msg    string    `json:"message"`
+}
+
+// Plan is what gilf will run for one checkout.
+type Plan struct {
+	PackageManager PackageManager `json:"packageManager"`
+	// PackageManagerSource says how the manager was chosen:
+	// "packageManager field", a lockfile name, or "default".
+	PackageManagerSource string `json:"packageManagerSource"`
+	Lockfile             string `json:"lockfile,omitempty"`
+	// Steps in run order: install first (when any script is runnable),
+	// then the selected scripts. Inconclusive scripts stay in the list
+	// with Inconclusive set so the record shows them in place.
+	Steps []Step `json:"steps"`
+	Gap   *Gap   `json:"gap,omitempty"`
+	// Notes are plain-words observations for the record (for example,
+	// lifecycle hooks npm will run around a script, or ignored
+	// malformed script values).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// Status is how one step ended. Exactly one per step.
+type Status string
+
+const (
+	StatusPassed       Status = "passed"
+	StatusFailed       Status = "failed"
+	StatusTimedOut     Status = "timed_out"
+	StatusKilled       Status = "killed"
+	StatusNotRun       Status = "not_run"
+	StatusInconclusive Status = "inconclusive"
+)
+
+// Outcome is how a whole run ended (DESIGN.md "Outcomes").
+type Outcome string
+
+const (
+	OutcomePassed       Outcome = "passed"
+	OutcomeFailed       Outcome = "failed"
+	OutcomeGap          Outcome = "gap"
+	OutcomeSkipped      Outcome = "skipped"
+	OutcomeRefused      Outcome = "refused"
+	OutcomeInconclusive Outcome = "inconclusive"
+	OutcomeError        Outcome = "error"
+)
+
+// Tier is the isolation an executor actually established, strongest first.
+type Tier string
+
+const (
+	TierReadOnly  Tier = "read-only"
+	TierNoNetwork Tier = "no-network"
+	TierNone      Tier = "none"
+	// TierRemote is reported by executors whose isolation is a remote
+	// machine gilf does not observe.
+	TierRemote Tier = "remote"
+)
+
+// Output is what was kept of one step's combined stdout and stderr: the
+// head and the tail around what was cut, already redacted. Bytes and
+// SHA256 describe the whole stream as it was read.
+type Output struct {
+	Head       string `json:"head"`
+	Tail       string `json:"tail,omitempty"`
+	Bytes      int64  `json:"outputBytes"`
+	SHA256     string `json:"outputSha256,omitempty"`
+	Truncated  bool   `json:"truncated"`
+	Redactions int    `json:"redactions"`
+}
+
+// StepResult is how one planned step ended.
+type StepResult struct {
+	Name       string        `json:"name"`
+	Argv       []string      `json:"command"`
+	Cwd        string        `json:"cwd"`
+	TimeoutMs  int64         `json:"timeoutMs"`
+	Network    Network       `json:"network"`
+	Status     Status        `json:"status"`
+	ExitCode   *int          `json:"exitCode"`
+	Signal     string        `json:"signal,omitempty"`
+	Duration   time.Duration `json:"-"`
+	DurationMs int64         `json:"durationMs"`
+	Output     Output        `json:"output"`
+	// Reported is true when the status comes from markers the executor
+	// printed rather than from a wait status the host observed.
+	Reported bool `json:"reportedByExecutor"`
+	// Reason says in plain words why the step ended as it did when the
+	// status alone does not (memory limit, output limit, timeout, not run
+	// because install failed, inconclusive script).
+	Reason string `json:"reason,omitempty"`
+}
+
+// Severity of a finding.
+type Severity string
+
+const (
+	SeverityBlocker Severity = "blocker"
+	SeverityHigh    Severity = "high"
+	SeverityMedium  Severity = "medium"
+	SeverityLow     Severity = "low"
+)
+
+// EvidenceRef points at a persisted artifact. It is attached only after the
+// store accepted the upload.
+type EvidenceRef struct {
+	Kind string `json:"kind"`
+	Key  string `json:"key,omitempty"`
+	URL  string `json:"url,omitempty"`
+	ID   string `json:"id,omitempty"`
+}
+
+// Finding is one problem the review reports.
+type Finding struct {
+	Severity Severity `json:"severity"`
+	Step     string   `json:"step,omitempty"`
+	Path     string   `json:"path"` // may be empty: validation failures have no line
+	Title    string   `json:"title"`
+	Body     string   `json:"body"`
+	// ExecutionClaim marks a finding that claims something ran and failed;
+	// the evidence require step applies to these.
+	ExecutionClaim   bool          `json:"executionClaim"`
+	Evidence         []EvidenceRef `json:"evidence,omitempty"`
+	EvidenceStatus   string        `json:"evidenceStatus,omitempty"`
+	DowngradedReason string        `json:"downgradedReason,omitempty"`
+}
+
+// Platform describes where the steps ran.
+type Platform struct {
+	OS                    string `json:"os"`
+	Arch                  string `json:"arch"`
+	Kernel                string `json:"kernel,omitempty"`
+	Node                  string `json:"node,omitempty"`
+	PackageManagerVersion string `json:"packageManagerVersion,omitempty"`
+}
+
+// Secret is a value that must never be stored or printed. Name is what the
+// record shows; Value never leaves the process.
+type Secret struct {
+	Name  string
+	Value string
+}
+
+// Record is the validation record of SPEC §3.5: everything a reviewer needs
+// to judge what ran, where, and how it ended. Every run keeps one, whatever
+// its outcome; the review shows it and the store keeps it whole.
+type Record struct {
+	Outcome        Outcome        `json:"outcome"`
+	Reason         string         `json:"reason,omitempty"`
+	Refusal        *Refusal       `json:"refusal"`
+	Gap            *Gap           `json:"gap,omitempty"`
+	Executor       string         `json:"executor"`
+	IsolationTier  Tier           `json:"isolationTier"`
+	PackageManager PackageManager `json:"packageManager"`
+	Platform       Platform       `json:"platform"`
+	Steps          []StepResult   `json:"steps"`
+	Findings       []Finding      `json:"findings"`
+	// ReportedByExecutor is true when step statuses come from the
+	// executor's markers, not from wait statuses the host observed.
+	ReportedByExecutor bool      `json:"reportedByExecutor"`
+	Integrity          string    `json:"integrity,omitempty"`
+	Redactions         int       `json:"redactions"`
+	SecretsWithheld    []string  `json:"secretsWithheld,omitempty"`
+	Notes              []string  `json:"notes,omitempty"`
+	Started            time.Time `json:"started"`
+	Finished           time.Time `json:"finished"`
+}
