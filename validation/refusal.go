@@ -27,6 +27,13 @@ const (
 	CodeBudgetExceeded        Code = "budget_exceeded"
 	CodeInstallationMissing   Code = "installation_missing"
 	CodeHeadRepositoryMissing Code = "head_repository_missing"
+	// The local executor cannot run its sandbox as a dedicated
+	// unprivileged uid (the worker is not root and cannot switch uid).
+	CodeSandboxUserUnavailable Code = "sandbox_user_unavailable"
+	// The repository's archive exceeds what a remote executor can upload
+	// (a pack limit, or the provider's upload ceiling): nothing was
+	// started, and a retry would not fit either.
+	CodeArchiveTooLarge Code = "archive_too_large"
 )
 
 // Refusal is a control saying no before anything ran. It is an error so an

@@ -62,6 +62,9 @@ const (
 	GapManifestUnparseable GapReason = "manifest_unparseable"
 	GapScriptsInvalid      GapReason = "scripts_invalid"
 	GapNoScripts           GapReason = "no_scripts"
+	// GapManifestNotRegular: package.json is a directory, FIFO, socket or
+	// device; it is never opened.
+	GapManifestNotRegular GapReason = "manifest_not_regular"
 )
 
 // Gap is a plan with nothing to run: never a pass.
@@ -176,6 +179,9 @@ type EvidenceRef struct {
 	Key  string `json:"key,omitempty"`
 	URL  string `json:"url,omitempty"`
 	ID   string `json:"id,omitempty"`
+	// URLExpiresAt, when set, is when a presigned URL stops working.
+	// Zero for permanent (public base) URLs and for key-only references.
+	URLExpiresAt time.Time `json:"urlExpiresAt,omitzero"`
 }
 
 // Finding is one problem the review reports.
@@ -232,4 +238,71 @@ type Record struct {
 	Notes              []string  `json:"notes,omitempty"`
 	Started            time.Time `json:"started"`
 	Finished           time.Time `json:"finished"`
+}
+
+// Intake (SPEC §1). The webhook hands these to the store in one call; they
+// live here because both sides use them and neither imports the other.
+
+// DeliveryStatus says what intake did with a delivery.
+type DeliveryStatus string
+
+const (
+	DeliveryQueued   DeliveryStatus = "queued"   // a job was created or the delivery attached to one
+	DeliveryIgnored  DeliveryStatus = "ignored"  // an event or action gilf does not act on
+	DeliverySkipped  DeliveryStatus = "skipped"  // an actionable event skipped by policy (draft, no head repo)
+	DeliveryRecorded DeliveryStatus = "recorded" // ping and App lifecycle events
+	DeliveryInvalid  DeliveryStatus = "invalid"  // signed, but the payload could not be decoded
+)
+
+// Delivery is one webhook delivery as received. Body is the raw signed
+// body, kept whole.
+type Delivery struct {
+	ID             string // X-GitHub-Delivery
+	Event          string // X-GitHub-Event
+	Action         string
+	InstallationID int64 // 0: the payload carried no installation object
+	Repo           string
+	PR             int
+	HeadSHA        string
+	ReceivedAt     time.Time
+	Status         DeliveryStatus
+	Reason         string
+	Body           []byte
+	// Cancel, when set, cancels an installation's unfinished jobs in the
+	// same transaction that records the delivery.
+	Cancel *Cancellation
+}
+
+// Cancellation cancels the queued and running jobs of an installation: of
+// every repository when Repos is empty, else of those named.
+type Cancellation struct {
+	InstallationID int64
+	Repos          []string
+	Reason         string
+}
+
+// JobSpec is the review job a delivery asks for. Jobs are unique by
+// (Repo, PR, HeadSHA): a second trigger for the same head attaches to the
+// existing job.
+type JobSpec struct {
+	Repo           string
+	PR             int
+	HeadSHA        string
+	HeadRepo       string
+	BaseRef        string
+	InstallationID int64 // 0: none; the job ends with CodeInstallationMissing
+	Trigger        string
+	// PRUpdatedAt orders deliveries of one pull request: a job for an
+	// older update never supersedes one for a newer update.
+	PRUpdatedAt time.Time
+}
+
+// RecordResult is what recording a delivery did.
+type RecordResult struct {
+	Duplicate  bool   // the delivery id was already stored; nothing was done
+	JobID      int64  // the job the delivery created or attached to; 0 when none
+	JobCreated bool   // false when the delivery attached to an existing job
+	JobState   string // the job's state after recording
+	Superseded int    // jobs of older heads of the same PR that were superseded
+	Cancelled  int    // jobs cancelled by Delivery.Cancel
 }

@@ -1,0 +1,222 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// This file is the one place gilf reads its environment. Load turns a
+// lookup function into a Config, validating every setting at once; each
+// area (validation, webhook, store, evidence, costs, …) has its own
+// sub-struct and its own load function, in config_<area>.go, that Load
+// calls. Nothing below Load calls os.Getenv.
+
+// Defaults of the settings read here.
+const (
+	DefaultDataDir  = "./.gilf"
+	DefaultLogLevel = "info"
+	// DefaultLogFormat is text for people; deployments set json.
+	DefaultLogFormat = "text"
+	// MaxTimeout bounds every duration setting: a typo of a few zeros
+	// should be an error, not a step that may run for a month.
+	MaxTimeout = 24 * time.Hour
+)
+
+// Config is everything gilf reads from its environment.
+type Config struct {
+	Log        LogConfig
+	DataDir    string // GILF_DATA_DIR: SQLite file, evidence, work dirs
+	Validation ValidationConfig
+}
+
+// LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
+type LogConfig struct {
+	Level  slog.Level
+	Format string // text or json
+}
+
+// ValidationConfig is how plans are built and which executor runs them.
+type ValidationConfig struct {
+	Executor    string // GILF_VALIDATION_EXECUTOR
+	EnvProvider string // GILF_VALIDATION_PROVIDER
+	// AllowLocal is GILF_ALLOW_LOCAL_VALIDATION=1.
+	AllowLocal bool
+	// LocalMinTier is GILF_LOCAL_MIN_TIER: read-only, no-network
+	// (default) or none.
+	LocalMinTier validation.Tier
+	// CodeChangesOnly is false only when GILF_VALIDATION_CODE_CHANGES_ONLY
+	// is exactly "false".
+	CodeChangesOnly bool
+	// StepTimeout is GILF_VALIDATION_STEP_TIMEOUT_MS, InstallTimeout
+	// GILF_VALIDATION_INSTALL_TIMEOUT_MS (validation's defaults when unset).
+	StepTimeout    time.Duration
+	InstallTimeout time.Duration
+}
+
+// Selection is the executor selection of the environment; the pipeline
+// fills Provider per job from the merged repository config.
+func (v ValidationConfig) Selection() executors.Selection {
+	return executors.Selection{Executor: v.Executor, EnvProvider: v.EnvProvider, AllowLocal: v.AllowLocal}
+}
+
+// PlanOptions are the plan settings of the environment.
+func (v ValidationConfig) PlanOptions() validation.PlanOptions {
+	return validation.PlanOptions{StepTimeout: v.StepTimeout, InstallTimeout: v.InstallTimeout}
+}
+
+// Load reads the whole Config through getenv, reporting every invalid
+// setting at once.
+func Load(getenv func(string) string) (Config, error) {
+	var errs []error
+	c := Config{
+		DataDir: envOr(getenv, "GILF_DATA_DIR", DefaultDataDir),
+	}
+	c.Log, errs = loadLog(getenv, errs)
+	c.Validation, errs = loadValidation(getenv, errs)
+	return c, errors.Join(errs...)
+}
+
+func envOr(getenv func(string) string, name, def string) string {
+	if v := strings.TrimSpace(getenv(name)); v != "" {
+		return v
+	}
+	return def
+}
+
+func loadLog(getenv func(string) string, errs []error) (LogConfig, []error) {
+	var l LogConfig
+	level := envOr(getenv, "GILF_LOG_LEVEL", DefaultLogLevel)
+	if err := l.Level.UnmarshalText([]byte(level)); err != nil {
+		errs = append(errs, fmt.Errorf("GILF_LOG_LEVEL=%q: want debug, info, warn or error", level))
+	}
+	l.Format = strings.ToLower(envOr(getenv, "GILF_LOG_FORMAT", DefaultLogFormat))
+	if l.Format != "text" && l.Format != "json" {
+		errs = append(errs, fmt.Errorf("GILF_LOG_FORMAT=%q: want text or json", l.Format))
+	}
+	return l, errs
+}
+
+func loadValidation(getenv func(string) string, errs []error) (ValidationConfig, []error) {
+	v := ValidationConfig{
+		Executor:        strings.TrimSpace(getenv("GILF_VALIDATION_EXECUTOR")),
+		EnvProvider:     strings.TrimSpace(getenv("GILF_VALIDATION_PROVIDER")),
+		CodeChangesOnly: getenv("GILF_VALIDATION_CODE_CHANGES_ONLY") != "false",
+	}
+	// An unknown executor name is not a startup error: SPEC §4.1 wants
+	// the run refused (executor_unknown) and the refusal recorded.
+	var err error
+	if v.AllowLocal, err = flag01(getenv, "GILF_ALLOW_LOCAL_VALIDATION"); err != nil {
+		errs = append(errs, err)
+	}
+	tier := envOr(getenv, "GILF_LOCAL_MIN_TIER", string(validation.TierNoNetwork))
+	switch t := validation.Tier(tier); t {
+	case validation.TierReadOnly, validation.TierNoNetwork, validation.TierNone:
+		v.LocalMinTier = t
+	default:
+		errs = append(errs, fmt.Errorf("GILF_LOCAL_MIN_TIER=%q: want read-only, no-network or none", tier))
+	}
+	if v.StepTimeout, err = millis(getenv, "GILF_VALIDATION_STEP_TIMEOUT_MS"); err != nil {
+		errs = append(errs, err)
+	}
+	if v.InstallTimeout, err = millis(getenv, "GILF_VALIDATION_INSTALL_TIMEOUT_MS"); err != nil {
+		errs = append(errs, err)
+	}
+	return v, errs
+}
+
+// flag01 reads an opt-in flag: unset or 0 is off, 1 is on, anything else
+// is an error (an operator who wrote "true" should learn it did nothing).
+func flag01(getenv func(string) string, name string) (bool, error) {
+	switch v := strings.TrimSpace(getenv(name)); v {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	default:
+		return false, fmt.Errorf("%s=%q: want 1 to enable or 0 to disable", name, v)
+	}
+}
+
+// millis reads a duration in milliseconds; unset is zero (the default of
+// whoever uses it).
+func millis(getenv func(string) string, name string) (time.Duration, error) {
+	s := strings.TrimSpace(getenv(name))
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return 0, fmt.Errorf("%s=%q: want a positive number of milliseconds", name, s)
+	}
+	if d := time.Duration(n) * time.Millisecond; n <= int64(MaxTimeout/time.Millisecond) {
+		return d, nil
+	}
+	return 0, fmt.Errorf("%s=%q: over the %s maximum", name, s, MaxTimeout)
+}
+
+// Secret is a setting that must never be printed or logged: String,
+// GoString, LogValue and MarshalJSON all print [redacted]. Reveal returns
+// the value for the one place that uses it.
+type Secret struct{ v string }
+
+// NewSecret wraps a value.
+func NewSecret(v string) Secret { return Secret{v: v} }
+
+const redacted = "[redacted]"
+
+func (s Secret) String() string                { return redacted }
+func (s Secret) GoString() string              { return redacted }
+func (s Secret) LogValue() slog.Value          { return slog.StringValue(redacted) }
+func (s Secret) MarshalJSON() ([]byte, error)  { return []byte(`"` + redacted + `"`), nil }
+func (s Secret) MarshalText() ([]byte, error)  { return []byte(redacted), nil }
+func (s Secret) Reveal() string                { return s.v }
+func (s Secret) IsSet() bool                   { return s.v != "" }
+func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprint(f, redacted) }
+
+// secretName reports whether an environment variable name looks secret:
+// the worker's own tokens, keys and passwords. Their values are redacted
+// from every output and counted as withheld; they never enter a sandbox.
+func secretName(name string) bool {
+	n := strings.ToUpper(name)
+	for _, s := range []string{"_TOKEN", "_KEY", "_SECRET", "_PAT", "_CREDENTIALS", "_DSN"} {
+		if strings.HasSuffix(n, s) {
+			return true
+		}
+	}
+	for _, s := range []string{"PASSWORD", "PASSWD", "SECRET", "PRIVATE_KEY"} {
+		if strings.Contains(n, s) {
+			return true
+		}
+	}
+	return strings.HasPrefix(n, "AWS_")
+}
+
+// WorkerSecrets lists the environment variables (NAME=value entries, as
+// os.Environ gives them) whose names look secret and whose values are not
+// empty, sorted by name.
+func WorkerSecrets(environ []string) []validation.Secret {
+	var out []validation.Secret
+	for _, kv := range environ {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || value == "" || !secretName(name) {
+			continue
+		}
+		out = append(out, validation.Secret{Name: name, Value: value})
+	}
+	slices.SortFunc(out, func(a, b validation.Secret) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// processEnv is the process environment, read here and nowhere else.
+func processEnv() (getenv func(string) string, environ []string) {
+	return os.Getenv, os.Environ()
+}

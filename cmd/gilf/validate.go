@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/local"
+	"github.com/gilf-review/gilf/review"
+	"github.com/gilf-review/gilf/validation"
+)
+
+const validateUsage = `usage: gilf validate [--json] [--executor NAME] [--timeout D] PATH
+
+Validate the checkout at PATH (a directory, or a .tar.gz/.tgz whose single
+top directory is the repository) the way gilf validates a pull request, and
+print the review exactly as it would be posted (or the record as JSON).
+Running it on your own code is the opt-in for the local executor, which is
+the default here.
+
+exit codes: 0 every step that ran passed; 1 a step failed; 3 nothing was
+proven (gap, skipped, refused, inconclusive); 2 usage or infrastructure
+error; 130 interrupted.
+
+flags:
+`
+
+// validateFlags are the flags of gilf validate.
+type validateFlags struct {
+	json     bool
+	executor string
+	timeout  time.Duration
+	path     string
+}
+
+// parseValidateFlags accepts flags before and after PATH.
+func parseValidateFlags(args []string, stderr io.Writer) (validateFlags, error) {
+	var f validateFlags
+	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprint(stderr, validateUsage)
+		fs.PrintDefaults()
+	}
+	fs.BoolVar(&f.json, "json", false, "print the validation record as JSON instead of the review")
+	fs.StringVar(&f.executor, "executor", "", "executor `NAME` (default: GILF_VALIDATION_EXECUTOR, else local)")
+	fs.DurationVar(&f.timeout, "timeout", 0, "timeout `D` of each step, install included (default: GILF_VALIDATION_STEP_TIMEOUT_MS, else 10m)")
+	var paths []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return f, err
+		}
+		if fs.NArg() == 0 {
+			break
+		}
+		paths = append(paths, fs.Arg(0))
+		args = fs.Args()[1:]
+	}
+	switch {
+	case len(paths) != 1:
+		fs.Usage()
+		return f, fmt.Errorf("want exactly one PATH, got %d", len(paths))
+	case f.timeout < 0 || f.timeout > MaxTimeout:
+		return f, fmt.Errorf("--timeout %s: want a positive duration up to %s", f.timeout, MaxTimeout)
+	}
+	f.path = paths[0]
+	return f, nil
+}
+
+func runValidate(ctx context.Context, env Env, args []string) int {
+	f, err := parseValidateFlags(args, env.Stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := Load(env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf validate: configuration:\n%v\n", err)
+		return exitUsage
+	}
+	log := newLogger(env.Stderr, cfg.Log)
+	rec, err := validatePath(ctx, env, cfg, f, log)
+	if err != nil {
+		if ctx.Err() != nil {
+			fmt.Fprintf(env.Stderr, "gilf validate: interrupted: %v\n", err)
+			return exitInterrupted
+		}
+		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
+		return exitUsage
+	}
+	if f.json {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		if err := enc.Encode(newRecordView(rec)); err != nil {
+			fmt.Fprintf(env.Stderr, "gilf validate: write record: %v\n", err)
+			return exitUsage
+		}
+	} else if _, err := io.WriteString(env.Stdout, review.Render(rec, review.RenderOptions{})); err != nil {
+		fmt.Fprintf(env.Stderr, "gilf validate: write review: %v\n", err)
+		return exitUsage
+	}
+	return exitCode(rec.Outcome)
+}
+
+// exitCode maps an outcome to gilf validate's exit code.
+func exitCode(o validation.Outcome) int {
+	switch o {
+	case validation.OutcomePassed:
+		return exitOK
+	case validation.OutcomeFailed:
+		return exitFailed
+	case validation.OutcomeGap, validation.OutcomeSkipped, validation.OutcomeRefused, validation.OutcomeInconclusive:
+		return exitUnproven
+	}
+	return exitUsage
+}
+
+// validatePath runs the plan → select → run → record path on one
+// checkout. An error is a usage or infrastructure failure; every other
+// ending is a record.
+func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log *slog.Logger) (validation.Record, error) {
+	dir, cleanup, err := checkout(ctx, f.path, env.Stderr)
+	if err != nil {
+		return validation.Record{}, err
+	}
+	defer cleanup()
+
+	opts := cfg.Validation.PlanOptions()
+	if f.timeout > 0 {
+		opts.StepTimeout, opts.InstallTimeout = f.timeout, f.timeout
+	}
+	plan := validation.BuildPlan(dir, opts)
+	secrets := WorkerSecrets(env.Environ)
+
+	sel, source := validateSelection(cfg.Validation, f.executor)
+	choice := sel.Resolve()
+	notes := []string{choiceNote(choice, source)}
+	if plan.Gap != nil {
+		return review.NewRecord(review.RecordInput{Plan: plan, Notes: notes}), nil
+	}
+	set, err := executorSet(cfg, log, choice.Name)
+	if err != nil {
+		return validation.Record{}, err
+	}
+	exec, refusal := executors.Select(sel, set)
+	if refusal != nil {
+		log.Info("executor refused", "refusal_code", refusal.Code, "executor", choice.Name)
+		rec := review.NewRecord(review.RecordInput{Plan: plan, Executor: choice.Name, Refusal: refusal, Notes: notes})
+		return rec, nil
+	}
+
+	prog := newProgress(env.Stderr, env.StderrTTY)
+	req := executors.Request{
+		Plan:     plan,
+		Dir:      dir,
+		Secrets:  secrets,
+		Labels:   map[string]string{"command": "validate"},
+		Progress: prog.started,
+	}
+	stopProgress := prog.run()
+	rec, err := review.Validate(ctx, exec, req, notes)
+	stopProgress()
+	if err != nil {
+		return validation.Record{}, fmt.Errorf("run on %s: %w", exec.Name(), err)
+	}
+	if len(rec.SecretsWithheld) == 0 {
+		for _, s := range secrets {
+			rec.SecretsWithheld = append(rec.SecretsWithheld, s.Name)
+		}
+	}
+	prog.summary(rec.Steps)
+	return rec, nil
+}
+
+// validateSelection is the executor selection of gilf validate: --executor,
+// then GILF_VALIDATION_EXECUTOR, then local. The operator choosing their
+// own code is the opt-in for local.
+func validateSelection(v ValidationConfig, flagExecutor string) (executors.Selection, string) {
+	sel := v.Selection()
+	sel.AllowLocal = true
+	switch {
+	case strings.TrimSpace(flagExecutor) != "":
+		sel.Executor = flagExecutor
+		return sel, "--executor"
+	case sel.Executor != "":
+		return sel, string(executors.SourceExecutor)
+	}
+	sel.Executor = executors.NameLocal
+	return sel, "the default of gilf validate"
+}
+
+func choiceNote(c executors.Choice, source string) string {
+	name := c.Name
+	if name == "" {
+		name = c.Requested
+	}
+	return "executor " + name + " chosen by " + source
+}
+
+// executorSet builds the executors this process has configuration for.
+// Only the one about to be used is constructed: a broken configuration
+// of another executor does not stop gilf validate.
+func executorSet(cfg Config, log *slog.Logger, name string) (executors.Set, error) {
+	var set executors.Set
+	switch name {
+	case executors.NameLocal:
+		e, err := local.New(log, local.Options{MinTier: cfg.Validation.LocalMinTier})
+		if err != nil {
+			return nil, fmt.Errorf("local executor: %w", err)
+		}
+		set = append(set, e)
+	}
+	return set, nil
+}
+
+// checkout returns the repository directory for path: the directory
+// itself, or an archive extracted into a temporary directory that cleanup
+// removes.
+func checkout(ctx context.Context, path string, stderr io.Writer) (dir string, cleanup func(), err error) {
+	nothing := func() {}
+	st, err := os.Stat(path)
+	if err != nil {
+		return "", nothing, fmt.Errorf("checkout: %w", err)
+	}
+	if st.IsDir() {
+		return path, nothing, nil
+	}
+	if !st.Mode().IsRegular() || !(strings.HasSuffix(path, ".tar.gz") || strings.HasSuffix(path, ".tgz")) {
+		return "", nothing, fmt.Errorf("checkout: %s is neither a directory nor a .tar.gz/.tgz archive", path)
+	}
+	tmp, err := os.MkdirTemp("", "gilf-validate-")
+	if err != nil {
+		return "", nothing, fmt.Errorf("checkout: %w", err)
+	}
+	cleanup = func() {
+		if err := os.RemoveAll(tmp); err != nil {
+			fmt.Fprintf(stderr, "gilf validate: remove %s: %v\n", tmp, err)
+		}
+	}
+	file, err := os.Open(path)
+	if err != nil {
+		cleanup()
+		return "", nothing, fmt.Errorf("checkout: %w", err)
+	}
+	defer file.Close() // read-only: a close error loses nothing
+	root, err := archive.Extract(ctx, file, tmp, archive.Limits{})
+	if err != nil {
+		cleanup()
+		return "", nothing, fmt.Errorf("checkout: extract %s: %w", path, err)
+	}
+	return root, cleanup, nil
+}

@@ -1,0 +1,74 @@
+package costs
+
+import (
+	"cmp"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"text/tabwriter"
+)
+
+// DayTotal is the estimated spend of one executor on one UTC day.
+type DayTotal struct {
+	Day      string  `json:"day"` // YYYY-MM-DD, UTC, of the span's start
+	Executor string  `json:"executor"`
+	USD      float64 `json:"usd"`
+	// Spans counts every span; Unpriced counts those whose cost is null
+	// (they add nothing to USD).
+	Spans    int `json:"spans"`
+	Unpriced int `json:"unpriced"`
+}
+
+// Aggregate sums spans by UTC day and executor, ordered by day then
+// executor.
+func Aggregate(spans []Span) []DayTotal {
+	type k struct{ day, exec string }
+	idx := map[k]int{}
+	var out []DayTotal
+	for _, s := range spans {
+		key := k{s.Started.UTC().Format("2006-01-02"), s.Executor}
+		i, ok := idx[key]
+		if !ok {
+			i = len(out)
+			idx[key] = i
+			out = append(out, DayTotal{Day: key.day, Executor: key.exec})
+		}
+		out[i].Spans++
+		if s.USD == nil {
+			out[i].Unpriced++
+			continue
+		}
+		out[i].USD += *s.USD
+	}
+	slices.SortFunc(out, func(a, b DayTotal) int {
+		return cmp.Or(cmp.Compare(a.Day, b.Day), cmp.Compare(a.Executor, b.Executor))
+	})
+	return out
+}
+
+// WriteText writes totals as the table `gilf costs` prints, with a total
+// line and the reminder that these are estimates.
+func WriteText(w io.Writer, totals []DayTotal) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "DAY\tEXECUTOR\tRUNS\tUNPRICED\tEST. USD")
+	var sum float64
+	var spans, unpriced int
+	for _, t := range totals {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, usd(t.USD))
+		sum += t.USD
+		spans += t.Spans
+		unpriced += t.Unpriced
+	}
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%s\n", spans, unpriced, usd(sum))
+	if err := tw.Flush(); err != nil {
+		return fmt.Errorf("write cost table: %w", err)
+	}
+	_, err := fmt.Fprintln(w, "Costs are estimates (estimate:wall-clock × rate card), not bills; unpriced runs have no card or no resource inputs.")
+	if err != nil {
+		return fmt.Errorf("write cost table: %w", err)
+	}
+	return nil
+}
+
+func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) }

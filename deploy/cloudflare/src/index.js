@@ -1,0 +1,53 @@
+// The Worker in front of the gilf container. It forwards requests and hands
+// the container its settings: everything the original engine forwarded
+// (executor, CF sandbox, E2B key and sizing, shadow, cost rates) and, going
+// beyond it, every other setting the container reads (GitHub App, evidence,
+// self-host, crabbox, code-changes-only, local opt-in, budgets).
+import { Container, getContainer } from "@cloudflare/containers";
+
+export const FORWARDED = [
+  "GILF_ADDR", "GILF_DATA_DIR", "GILF_WORKERS", "GILF_LOG_LEVEL", "GILF_LOG_FORMAT",
+  "GILF_WEBHOOK_SECRET", "GILF_GITHUB_APP_ID", "GILF_GITHUB_PRIVATE_KEY", "GILF_GITHUB_API_URL",
+  "GILF_VALIDATION_EXECUTOR", "GILF_VALIDATION_PROVIDER", "GILF_VALIDATION_CODE_CHANGES_ONLY",
+  "GILF_VALIDATION_SHADOW_EXECUTOR", "GILF_VALIDATION_SHADOW_TIMEOUT_MS",
+  "GILF_VALIDATION_COST_RATES", "GILF_E2B_BUDGET_USD",
+  "GILF_SKIP_CODEX_ON_VALIDATION_FAILURE", "GILF_ALLOW_LOCAL_VALIDATION", "GILF_LOCAL_MIN_TIER",
+  "GILF_CF_SANDBOX_ENABLED", "GILF_CF_SANDBOX_URL", "GILF_CF_SANDBOX_TOKEN",
+  "E2B_API_KEY", "GILF_E2B_TEMPLATE", "GILF_E2B_TIMEOUT_MS", "GILF_E2B_CPU", "GILF_E2B_MEMORY_MB",
+  "GILF_E2B_API_URL", "GILF_E2B_ENVD_URL", "GILF_E2B_ALLOW_OUT",
+  "GILF_SELF_HOST_COMMAND", "GILF_SELF_HOST_NETWORK", "GILF_SELF_HOST_TIMEOUT_MS",
+  "GILF_CRABBOX_BIN", "GILF_CRABBOX_COORDINATOR", "GILF_CRABBOX_TOKEN",
+  "GILF_EVIDENCE_ARTIFACTS", "GILF_EVIDENCE_REQUIRE_ARTIFACTS", "GILF_EVIDENCE_PUBLIC_BASE_URL",
+  "GILF_EVIDENCE_S3_BUCKET", "GILF_EVIDENCE_S3_ENDPOINT", "GILF_EVIDENCE_S3_REGION",
+  "GILF_EVIDENCE_S3_PREFIX", "GILF_EVIDENCE_S3_PATH_STYLE",
+  "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
+];
+
+// containerEnv builds the container's environment from the Worker's vars
+// and secrets, with the defaults the original engine applied.
+export function containerEnv(env) {
+  const out = {};
+  for (const name of FORWARDED) {
+    if (typeof env[name] === "string" && env[name] !== "") out[name] = env[name];
+  }
+  out.GILF_VALIDATION_EXECUTOR ??= "managed-cf-sandbox";
+  out.GILF_CF_SANDBOX_ENABLED ??= "1";
+  out.GILF_ADDR ??= ":8080";
+  return out;
+}
+
+export class Gilf extends Container {
+  defaultPort = 8080;
+  sleepAfter = "15m";
+  constructor(ctx, env) {
+    super(ctx, env);
+    this.envVars = containerEnv(env);
+  }
+}
+
+export default {
+  async fetch(request, env) {
+    // One container instance: the embedded SQLite store is in it.
+    return getContainer(env.GILF, "gilf").fetch(request);
+  },
+};

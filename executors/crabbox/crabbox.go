@@ -1,0 +1,455 @@
+// Package crabbox is the managed-crabbox executor, gilf's default
+// provider: it drives the `crabbox` CLI (openclaw/crabbox) against a
+// coordinator, which leases a machine, syncs a copy of the checkout to it
+// and runs gilf's marker shell there.
+package crabbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Defaults and limits.
+const (
+	// DefaultTimeout is the host's deadline for one `crabbox run`,
+	// leasing and syncing included; the CLI's process tree is killed
+	// past it.
+	DefaultTimeout = 45 * time.Minute
+	// DefaultKillGrace is how long the CLI has between SIGTERM and
+	// SIGKILL (it releases its lease on the way out).
+	DefaultKillGrace = 30 * time.Second
+	// DefaultStepGrace is how long past a step's own timeout the host
+	// waits for the step's END marker before it stops the run.
+	DefaultStepGrace = 30 * time.Second
+	// DiagnosticTailBytes is how much of the run's last stdout is kept
+	// (redacted) to explain a run that failed before any marker.
+	DiagnosticTailBytes = 2048
+	// StderrTailBytes is how much of the CLI's stderr is kept: its
+	// timing JSON line and the error lines before it.
+	StderrTailBytes = MaxTimingLineBytes + 4096
+	// DefaultPath is the CLI's PATH when the worker's environment has none.
+	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+)
+
+// The CLI's documented environment (crabbox internal/cli/config.go).
+const (
+	EnvCoordinator = "CRABBOX_COORDINATOR"
+	EnvToken       = "CRABBOX_COORDINATOR_TOKEN"
+	// EnvEnvAllow replaces the CLI's forwarding allow-list (and a
+	// repository's env.allow); gilf pins it to CI.
+	EnvEnvAllow = "CRABBOX_ENV_ALLOW"
+)
+
+// RepoConfigFiles are the crabbox files a repository may carry that the
+// CLI reads from the checkout. They come from the pull request's head, so
+// they are removed from the copy before the CLI sees it: a pull request
+// does not steer the provider, the sync or env forwarding.
+func RepoConfigFiles() []string {
+	return []string{"crabbox.yaml", ".crabbox.yaml", ".crabboxignore"}
+}
+
+// EnvAllowList names the worker variables the CLI may inherit.
+func EnvAllowList() []string {
+	return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR", "XDG_CONFIG_HOME"}
+}
+
+// NotConfiguredError is returned by New when a required setting is
+// missing: the executor is then left out of the configured set, Select
+// refuses executor_unconfigured, and nothing runs on the worker.
+type NotConfiguredError struct {
+	Missing []string // setting names
+}
+
+func (e *NotConfiguredError) Error() string {
+	return "managed-crabbox is not configured: " + strings.Join(e.Missing, " and ") + " not set"
+}
+
+// Options configure the executor; cmd/gilf fills them.
+type Options struct {
+	// Bin is GILF_CRABBOX_BIN, the crabbox CLI.
+	Bin string
+	// Coordinator is GILF_CRABBOX_COORDINATOR, passed as CRABBOX_COORDINATOR.
+	Coordinator string
+	// Token is GILF_CRABBOX_TOKEN, a secret: passed to the CLI only as
+	// CRABBOX_COORDINATOR_TOKEN, never on argv, never logged.
+	Token string
+	// Provider and Class come from the merged `crabbox` config.
+	Provider string
+	Class    string
+	// Timeout is DefaultTimeout when zero; KillGrace, StepGrace likewise.
+	Timeout   time.Duration
+	KillGrace time.Duration
+	StepGrace time.Duration
+	// TempRoot is where the checkout copies go (os.TempDir() when empty).
+	TempRoot string
+	// Env is the worker's environment; only EnvAllowList passes.
+	Env []string
+	// Secrets are the worker's secrets: withheld, and redacted from output.
+	Secrets []validation.Secret
+	// Tier is validation.TierRemote when empty.
+	Tier           validation.Tier
+	MaxOutputBytes int
+}
+
+// Configured reports whether the settings the executor needs are set.
+func (o Options) Configured() bool {
+	return strings.TrimSpace(o.Bin) != "" && strings.TrimSpace(o.Coordinator) != ""
+}
+
+// Executor runs plans with `crabbox run`.
+//
+// It ends runs as the self-host executor does: statuses come from the
+// markers (Reported); a CLI that fails before any START marker is an
+// infrastructure error carrying its last stderr line; markers followed by
+// a broken run, or steps left unreported, make the run inconclusive;
+// steps past their timeout, or a run past Timeout, are stopped by killing
+// the CLI's process tree; ctx cancelled kills it too. When the CLI exits
+// on its own, its timing JSON is required and parsed strictly: missing or
+// malformed, or an exit code that disagrees with the process's, is an
+// infrastructure error. The checkout copy is removed in every outcome.
+// Run may be called concurrently.
+type Executor struct {
+	opts     Options
+	env      []string
+	withheld []string
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New returns a ready executor, a *NotConfiguredError when Bin or
+// Coordinator is empty, or an error for an invalid setting.
+func New(opts Options) (*Executor, error) {
+	var missing []string
+	if strings.TrimSpace(opts.Bin) == "" {
+		missing = append(missing, "GILF_CRABBOX_BIN")
+	}
+	if strings.TrimSpace(opts.Coordinator) == "" {
+		missing = append(missing, "GILF_CRABBOX_COORDINATOR")
+	}
+	if len(missing) > 0 {
+		return nil, &NotConfiguredError{Missing: missing}
+	}
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &opts.Timeout, DefaultTimeout},
+		{"kill grace", &opts.KillGrace, DefaultKillGrace},
+		{"step grace", &opts.StepGrace, DefaultStepGrace},
+	} {
+		switch {
+		case *d.v < 0:
+			errs = append(errs, fmt.Errorf("crabbox %s %v is negative", d.name, *d.v))
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if opts.MaxOutputBytes < 0 {
+		errs = append(errs, fmt.Errorf("crabbox max output bytes %d is negative", opts.MaxOutputBytes))
+	}
+	for _, f := range []struct{ name, v string }{{"provider", opts.Provider}, {"class", opts.Class}} {
+		if strings.HasPrefix(f.v, "-") || strings.ContainsAny(f.v, " \t\r\n") {
+			errs = append(errs, fmt.Errorf("crabbox %s %q is not a plain word", f.name, f.v))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("managed-crabbox: %w", err)
+	}
+	if opts.TempRoot == "" {
+		opts.TempRoot = os.TempDir()
+	}
+	if opts.Tier == "" {
+		opts.Tier = validation.TierRemote
+	}
+	secrets := opts.Secrets
+	if opts.Token != "" {
+		secrets = append(slices.Clone(secrets), validation.Secret{Name: "GILF_CRABBOX_TOKEN", Value: opts.Token})
+	}
+	opts.Secrets = secrets
+	return &Executor{opts: opts, env: CLIEnv(opts), withheld: secretNames(secrets)}, nil
+}
+
+// Name is executors.NameManagedCrabbox.
+func (e *Executor) Name() string { return executors.NameManagedCrabbox }
+
+// Argv is the CLI command line for one run of the shell at shellName
+// (relative to the checkout copy, the CLI's working directory).
+func Argv(bin, provider, class, shellName string) []string {
+	argv := []string{bin, "run"}
+	if provider != "" {
+		argv = append(argv, "--provider", provider)
+	}
+	if class != "" {
+		argv = append(argv, "--class", class)
+	}
+	return append(argv, "--timing-json", "--", "sh", shellName)
+}
+
+// CLIEnv is the CLI's environment: the allow-listed worker variables
+// (none holding a worker secret other than the token, which goes only in
+// EnvToken), the coordinator, and the forwarding allow-list pinned to CI.
+func CLIEnv(opts Options) []string {
+	vals := map[string]string{}
+	allowed := EnvAllowList()
+	for _, kv := range opts.Env {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(allowed, name) || holdsSecret(value, opts.Secrets) {
+			continue
+		}
+		vals[name] = value
+	}
+	if vals["PATH"] == "" {
+		vals["PATH"] = DefaultPath
+	}
+	vals[EnvCoordinator] = opts.Coordinator
+	if opts.Token != "" {
+		vals[EnvToken] = opts.Token
+	}
+	vals[EnvEnvAllow] = "CI"
+	env := make([]string, 0, len(vals))
+	for name, value := range vals {
+		env = append(env, name+"="+value)
+	}
+	slices.Sort(env)
+	return env
+}
+
+func holdsSecret(value string, secrets []validation.Secret) bool {
+	for _, s := range secrets {
+		if len(s.Value) >= validation.MinSecretLength && strings.Contains(value, s.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+func secretNames(secrets []validation.Secret) []string {
+	var names []string
+	for _, s := range secrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Run copies req.Dir, writes the marker shell into the copy and runs it
+// with `crabbox run`. See Executor for how a run ends.
+func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	res = executors.Result{
+		Executor:        e.Name(),
+		Tier:            e.opts.Tier,
+		SecretsWithheld: slices.Clone(e.withheld),
+		Started:         time.Now(),
+	}
+	tmp, err := os.MkdirTemp(e.opts.TempRoot, "gilf-crabbox-")
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("crabbox: temp directory: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(tmp); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("crabbox: remove checkout copy: %w", rerr))
+		}
+	}()
+	work, shellName, nonce, removed, err := prepare(ctx, tmp, req)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	secrets := append(slices.Clone(req.Secrets), e.opts.Secrets...)
+	parser := validation.NewMarkerParser(req.Plan, nonce, validation.CaptureOptions{
+		MaxOutputBytes: e.opts.MaxOutputBytes,
+		Secrets:        secrets,
+		Now:            time.Now,
+	})
+	obs := newObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
+	stderr := &tailBuffer{limit: StderrTailBytes}
+	pr := runProcess(ctx, procSpec{
+		argv:      Argv(e.opts.Bin, e.opts.Provider, e.opts.Class, shellName),
+		env:       e.env,
+		dir:       work,
+		stdout:    obs,
+		stderr:    stderr,
+		timeout:   e.opts.Timeout,
+		killGrace: e.opts.KillGrace,
+		stepGrace: e.opts.StepGrace,
+		plan:      req.Plan,
+		events:    obs.events,
+		progress:  req.Progress,
+	})
+	res.Finished = time.Now()
+	if pr.startErr != nil {
+		return executors.Result{}, fmt.Errorf("crabbox: start %s: %w", e.opts.Bin, pr.startErr)
+	}
+	steps, integrity := parser.Finish()
+	anyStart, open, _ := obs.state()
+	res.Steps = steps
+	res.Notes = []string{"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"}
+	if len(removed) > 0 {
+		res.Notes = append(res.Notes, "removed the repository's crabbox config from the synced copy: "+strings.Join(removed, ", "))
+	}
+	issues := splitIssues(integrity)
+	switch pr.stop {
+	case stopCancel:
+		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
+			"killed: the run was cancelled", "not run: the run was cancelled")
+		res.Integrity = strings.Join(issues, "; ")
+		return res, errors.Join(ctx.Err(), pr.killErr)
+	case stopTimeout:
+		if !anyStart {
+			return res, errors.Join(fmt.Errorf("crabbox: no START marker within %v; crabbox run was killed", e.opts.Timeout), pr.killErr)
+		}
+		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut,
+			fmt.Sprintf("timed out: crabbox run exceeded %v and was killed", e.opts.Timeout),
+			"not run: crabbox run was killed at its deadline")
+		res.Integrity = strings.Join(issues, "; ")
+		return res, wrapKill(pr.killErr)
+	case stopStepTimeout:
+		st := req.Plan.Steps[pr.stopStep]
+		issues = markStopped(res.Steps, req.Plan, pr.stopStep, issues, validation.StatusTimedOut,
+			fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed crabbox run", st.Timeout, e.opts.StepGrace),
+			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
+		res.Integrity = strings.Join(issues, "; ")
+		return res, wrapKill(pr.killErr)
+	}
+	code, signal, exited := exitStatus(pr.waitErr)
+	if !exited {
+		return res, fmt.Errorf("crabbox: wait: %w", pr.waitErr)
+	}
+	errTail := stderr.bytes()
+	timing, terr := ParseTiming(errTail)
+	switch {
+	case signal != "":
+		if !anyStart {
+			return res, fmt.Errorf("crabbox: crabbox run was killed by signal %s before any START marker; %s", signal, e.lastError(errTail, secrets))
+		}
+		issues = append(issues, "crabbox run was killed by signal "+signal+" after printing markers")
+	case terr != nil:
+		return res, fmt.Errorf("crabbox: run exited with status %d: %w; %s", code, terr, e.lastError(errTail, secrets))
+	case timing.ExitCode != code:
+		return res, fmt.Errorf("crabbox: timing JSON says exit code %d but crabbox run exited %d", timing.ExitCode, code)
+	case code != 0 && !anyStart:
+		return res, fmt.Errorf("crabbox: run exited with status %d (runStatus %q, errorKind %q) before any START marker; %s",
+			code, timing.RunStatus, timing.ErrorKind, e.lastError(errTail, secrets))
+	case code != 0:
+		issues = append(issues, fmt.Sprintf("crabbox run exited with status %d (runStatus %q, errorKind %q) after printing markers", code, timing.RunStatus, timing.ErrorKind))
+	default:
+		if missing := unreported(res.Steps, req.Plan); len(missing) > 0 {
+			issues = append(issues, fmt.Sprintf("crabbox run exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
+		}
+	}
+	if terr == nil {
+		res.Notes = append(res.Notes, timing.note())
+		for i := range res.Steps {
+			res.Steps[i].Cwd = timing.Workdir
+		}
+	}
+	res.Integrity = strings.Join(issues, "; ")
+	return res, wrapKill(pr.killErr)
+}
+
+func wrapKill(err error) error {
+	if err != nil {
+		return fmt.Errorf("crabbox: cleanup: %w", err)
+	}
+	return nil
+}
+
+// lastError returns the CLI's last stderr line before its timing JSON,
+// redacted and quoted, for an infrastructure error.
+func (e *Executor) lastError(tail []byte, secrets []validation.Secret) string {
+	lines := strings.Split(strings.TrimRight(string(tail), "\r\n"), "\n")
+	for i := len(lines) - 1; i >= 0; i-- {
+		l := strings.TrimSpace(lines[i])
+		if l == "" || strings.HasPrefix(l, "{") {
+			continue
+		}
+		if len(l) > 500 {
+			l = strings.ToValidUTF8(l[:500], "") + "…"
+		}
+		return fmt.Sprintf("last error line: %q", diagnostic(l, secrets))
+	}
+	return "no error line on stderr"
+}
+
+// prepare copies req.Dir to tmp/repo, removes the repository's crabbox
+// config from the copy, and writes the marker shell into it under a
+// name no repository file can already have.
+func prepare(ctx context.Context, tmp string, req executors.Request) (work, shellName, nonce string, removed []string, err error) {
+	nonce, err = validation.NewNonce()
+	if err != nil {
+		return "", "", "", nil, fmt.Errorf("crabbox: %w", err)
+	}
+	work = filepath.Join(tmp, "repo")
+	if _, err := archive.CopyTree(ctx, req.Dir, work, archive.PackOptions{}); err != nil {
+		return "", "", "", nil, fmt.Errorf("crabbox: copy %s: %w", req.Dir, err)
+	}
+	root, err := os.OpenRoot(work)
+	if err != nil {
+		return "", "", "", nil, fmt.Errorf("crabbox: %w", err)
+	}
+	defer root.Close()
+	for _, name := range RepoConfigFiles() {
+		if _, err := root.Lstat(name); err != nil {
+			continue
+		}
+		if err := root.RemoveAll(name); err != nil {
+			return "", "", "", nil, fmt.Errorf("crabbox: remove repository %s: %w", name, err)
+		}
+		removed = append(removed, name)
+	}
+	shellName = ".gilf-validate-" + nonce[:12] + ".sh"
+	f, err := root.OpenFile(shellName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return "", "", "", nil, fmt.Errorf("crabbox: write shell: %w", err)
+	}
+	_, werr := f.Write(validation.BuildShell(req.Plan, nonce))
+	if cerr := f.Close(); werr == nil {
+		werr = cerr
+	}
+	if werr != nil {
+		return "", "", "", nil, fmt.Errorf("crabbox: write shell: %w", werr)
+	}
+	return work, shellName, nonce, removed, nil
+}
+
+// tailBuffer keeps the last limit bytes written to it.
+type tailBuffer struct {
+	mu    sync.Mutex
+	limit int
+	buf   []byte
+}
+
+func (t *tailBuffer) Write(b []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	n := len(b)
+	if len(b) >= t.limit {
+		t.buf = append(t.buf[:0], b[len(b)-t.limit:]...)
+		return n, nil
+	}
+	t.buf = append(t.buf, b...)
+	if over := len(t.buf) - t.limit; over > 0 {
+		t.buf = append(t.buf[:0], t.buf[over:]...)
+	}
+	return n, nil
+}
+
+func (t *tailBuffer) bytes() []byte {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return slices.Clone(t.buf)
+}

@@ -1,0 +1,500 @@
+// Package e2b is the managed-e2b executor (SPEC §4.4): a client of E2B's
+// public API, written here. It creates a sandbox from a template with an
+// explicit lifetime and egress policy, uploads the repository archive to
+// envd, runs gilf's marker shell one step per process through envd's
+// process API (Connect, server-streaming JSON), and kills the sandbox in
+// every outcome.
+package e2b
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Defaults and limits. Each has an Options field that overrides it.
+const (
+	DefaultAPIURL   = "https://api.e2b.app"
+	DefaultDomain   = "e2b.app"
+	DefaultTemplate = "base"
+	DefaultUser     = "user"
+	// DefaultWorkDir is where each run gets its directory in the sandbox.
+	DefaultWorkDir = "/home/user/gilf"
+	// DefaultTimeout caps the sandbox's lifetime (GILF_E2B_TIMEOUT_MS):
+	// one hour, E2B's limit on its base tier.
+	DefaultTimeout = time.Hour
+	// DefaultSetupTimeout bounds extracting the archive in the sandbox.
+	DefaultSetupTimeout = 5 * time.Minute
+	// DefaultStepGrace is how long past a step's budget the host waits
+	// for envd to report the process's end before it kills the process.
+	DefaultStepGrace = 30 * time.Second
+	// DefaultLifetimeMargin is kept between the last step's deadline and
+	// the sandbox's own end, and added to the lifetime asked for.
+	DefaultLifetimeMargin = 30 * time.Second
+	// DefaultCreateTimeout bounds creating a sandbox; DefaultCallTimeout
+	// every other management call and the upload's start.
+	DefaultCreateTimeout = 2 * time.Minute
+	DefaultCallTimeout   = 30 * time.Second
+	// DefaultUploadTimeout bounds uploading the archive.
+	DefaultUploadTimeout = 10 * time.Minute
+	// DefaultMaxArchiveBytes bounds the compressed archive uploaded.
+	DefaultMaxArchiveBytes int64 = 512 << 20
+	// MaxShellBytes bounds one step's shell, which travels as an argument
+	// (Linux's MAX_ARG_STRLEN is 128 KiB); longer is refused.
+	MaxShellBytes = 64 << 10
+	// KillAttempts is how often deleting the sandbox is tried when the API
+	// answers with a temporary error.
+	KillAttempts = 3
+	// SetupOutputBytes is how much of the setup process's output is kept
+	// to read the platform and explain a failure.
+	SetupOutputBytes = 8 << 10
+)
+
+const userAgent = "gilf (managed-e2b)"
+
+// Names of the worker settings, for messages.
+const (
+	EnvAPIKey  = "E2B_API_KEY"
+	EnvTimeout = "GILF_E2B_TIMEOUT_MS"
+)
+
+// Options configure the executor; cmd/gilf fills them from the
+// environment, nothing here reads it. Zero values take the defaults.
+type Options struct {
+	// APIKey is E2B_API_KEY, a secret: sent only to APIURL in X-API-Key,
+	// never logged, never sent to envd or the sandbox.
+	APIKey string
+	// Template is GILF_E2B_TEMPLATE (template ID or alias).
+	Template string
+	// TimeoutMs is GILF_E2B_TIMEOUT_MS, the cap on a sandbox's lifetime.
+	TimeoutMs int64
+	// APIURL is GILF_E2B_API_URL.
+	APIURL string
+	// EnvdURL is GILF_E2B_ENVD_URL: when set, every envd call goes there
+	// (E2B's debug mode, http://localhost:49983) instead of
+	// https://49983-<sandboxID>.<domain>.
+	EnvdURL string
+	// Domain is the sandbox domain when the API's answer names none.
+	Domain string
+	// CPU and MemoryMB are GILF_E2B_CPU and GILF_E2B_MEMORY_MB. E2B sizes
+	// a sandbox from its template; these describe it for cost estimates
+	// when the sandbox's own detail cannot be read, and a mismatch is
+	// noted.
+	CPU      int
+	MemoryMB int
+	// AllowOut are the hosts the install step may reach; nil means
+	// DefaultAllowOut of the plan's package manager.
+	AllowOut []string
+	// User runs the processes and owns the files.
+	User    string
+	WorkDir string
+
+	SetupTimeout    time.Duration
+	StepGrace       time.Duration
+	LifetimeMargin  time.Duration
+	CreateTimeout   time.Duration
+	CallTimeout     time.Duration
+	UploadTimeout   time.Duration
+	MaxArchiveBytes int64
+	// MaxOutputBytes is what is kept of each step's output.
+	MaxOutputBytes int
+	// Secrets are the worker's secrets, redacted from output and named
+	// as withheld; the API key is added.
+	Secrets []validation.Secret
+	// TempRoot is where the archive is packed (os.TempDir() when empty).
+	TempRoot string
+	// HTTPClient is used for every call (redirects are never followed);
+	// nil means a client with no overall timeout, since streams are long.
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// LogValue keeps the API key out of logs.
+func (o Options) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.String("api_url", o.APIURL),
+		slog.String("envd_url", o.EnvdURL),
+		slog.String("template", o.Template),
+		slog.Int64("timeout_ms", o.TimeoutMs),
+		slog.Bool("api_key_set", o.APIKey != ""),
+	)
+}
+
+// Configured reports whether the settings the executor needs are set.
+func (o Options) Configured() bool { return strings.TrimSpace(o.APIKey) != "" }
+
+// Executor runs plans in E2B sandboxes, one sandbox per run.
+//
+// How a run ends:
+//
+//   - Step statuses come from the marker shell each step runs in, as
+//     envd streams its output (Reported is set): gilf does not observe
+//     the remote exit statuses. Markers that are forged, duplicated or
+//     missing, or a shell that ends badly, make the run inconclusive.
+//   - Each step is its own process with Connect-Timeout-Ms set to its
+//     budget, so envd kills it at its timeout (timed_out) and the next
+//     step still runs; the host waits StepGrace more, then kills it with
+//     SendSignal. The budget is cut to what is left of the sandbox's
+//     lifetime.
+//   - The API or envd failing (401, 429, 5xx, a broken stream, setup
+//     failing) is an infrastructure error, typed (*APIError, *RPCError,
+//     *StreamError; errors.Is ErrUnauthorized, ErrRateLimited,
+//     ErrStreamBroken), never a test failure.
+//   - ctx cancelled: the sandbox is killed, the running step ends killed,
+//     later steps not_run, and ctx's error is returned.
+//   - The sandbox is deleted in every outcome (a fresh bounded context,
+//     also on panic); failing to delete it fails the run.
+//
+// Run may be called concurrently.
+type Executor struct {
+	opts   Options
+	api    *apiClient
+	http   *http.Client
+	log    *slog.Logger
+	secret []validation.Secret
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New checks opts and returns a ready executor; a *NotConfiguredError
+// when the API key is missing.
+func New(opts Options) (*Executor, error) {
+	if !opts.Configured() {
+		return nil, &NotConfiguredError{Missing: []string{EnvAPIKey}}
+	}
+	var errs []error
+	def := func(s *string, v string) {
+		if strings.TrimSpace(*s) == "" {
+			*s = v
+		}
+	}
+	def(&opts.Template, DefaultTemplate)
+	def(&opts.APIURL, DefaultAPIURL)
+	def(&opts.Domain, DefaultDomain)
+	def(&opts.User, DefaultUser)
+	def(&opts.WorkDir, DefaultWorkDir)
+	if opts.TimeoutMs < 0 {
+		errs = append(errs, fmt.Errorf("%s %d is negative", EnvTimeout, opts.TimeoutMs))
+	} else if opts.TimeoutMs == 0 {
+		opts.TimeoutMs = DefaultTimeout.Milliseconds()
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"setup timeout", &opts.SetupTimeout, DefaultSetupTimeout},
+		{"step grace", &opts.StepGrace, DefaultStepGrace},
+		{"lifetime margin", &opts.LifetimeMargin, DefaultLifetimeMargin},
+		{"create timeout", &opts.CreateTimeout, DefaultCreateTimeout},
+		{"call timeout", &opts.CallTimeout, DefaultCallTimeout},
+		{"upload timeout", &opts.UploadTimeout, DefaultUploadTimeout},
+	} {
+		switch {
+		case *d.v < 0:
+			errs = append(errs, fmt.Errorf("e2b %s %v is negative", d.name, *d.v))
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if opts.MaxArchiveBytes < 0 || opts.MaxOutputBytes < 0 || opts.CPU < 0 || opts.MemoryMB < 0 {
+		errs = append(errs, errors.New("e2b archive, output, CPU and memory limits must not be negative"))
+	}
+	if opts.MaxArchiveBytes == 0 {
+		opts.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	if time.Duration(opts.TimeoutMs)*time.Millisecond <= opts.LifetimeMargin {
+		errs = append(errs, fmt.Errorf("%s %d leaves nothing past the %v lifetime margin", EnvTimeout, opts.TimeoutMs, opts.LifetimeMargin))
+	}
+	var err error
+	if opts.APIURL, err = checkBaseURL("GILF_E2B_API_URL", opts.APIURL); err != nil {
+		errs = append(errs, err)
+	}
+	if opts.EnvdURL != "" {
+		if opts.EnvdURL, err = checkBaseURL("GILF_E2B_ENVD_URL", opts.EnvdURL); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !domainPattern.MatchString(opts.Domain) {
+		errs = append(errs, fmt.Errorf("e2b domain %q is not a host name", opts.Domain))
+	}
+	if !strings.HasPrefix(opts.WorkDir, "/") || strings.ContainsAny(opts.WorkDir, "\x00\n") {
+		errs = append(errs, fmt.Errorf("e2b work dir %q is not an absolute path", opts.WorkDir))
+	}
+	for _, h := range opts.AllowOut {
+		if h == "" || strings.ContainsAny(h, " \t\r\n/") {
+			errs = append(errs, fmt.Errorf("e2b allowed host %q is not a host, IP or CIDR", h))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("managed-e2b: %w", err)
+	}
+	opts.WorkDir = strings.TrimRight(opts.WorkDir, "/")
+	if opts.TempRoot == "" {
+		opts.TempRoot = os.TempDir()
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{}
+	}
+	client = noRedirects(client)
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	secrets := append(slices.Clone(opts.Secrets), validation.Secret{Name: EnvAPIKey, Value: opts.APIKey})
+	return &Executor{
+		opts:   opts,
+		api:    &apiClient{base: opts.APIURL, key: opts.APIKey, http: client},
+		http:   client,
+		log:    log.With("executor", executors.NameManagedE2B),
+		secret: secrets,
+	}, nil
+}
+
+// Name is executors.NameManagedE2B.
+func (e *Executor) Name() string { return executors.NameManagedE2B }
+
+// Run runs req.Plan in a new sandbox. See Executor for how a run ends.
+func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	res = executors.Result{
+		Executor:        e.Name(),
+		Tier:            validation.TierRemote,
+		SecretsWithheld: secretNames(e.secret),
+		Started:         time.Now(),
+	}
+	defer func() { res.Finished = time.Now() }()
+	nonce, err := validation.NewNonce()
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("e2b: %w", err)
+	}
+	scripts := singleStepShells(req.Plan, nonce)
+	for i, s := range scripts {
+		if len(s) > MaxShellBytes {
+			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
+				"the shell of step %q is %d bytes, over the %d-byte limit of managed-e2b", req.Plan.Steps[i].Name, len(s), MaxShellBytes)
+		}
+	}
+	secrets := append(slices.Clone(req.Secrets), e.secret...)
+	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
+	if !anyRunnable(req.Plan) {
+		out, err := runSteps(ctx, stepPlan{plan: req.Plan, scripts: scripts, nonce: nonce, capture: capture}, nil)
+		res.Steps = out.steps
+		res.Notes = []string{"no step was runnable: no sandbox was created"}
+		return res, err
+	}
+	arch, size, err := packArchive(ctx, req.Dir, e.opts.TempRoot, e.opts.MaxArchiveBytes)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	defer func() {
+		if cerr := arch.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("e2b: close archive: %w", cerr))
+		}
+		if rerr := os.Remove(arch.Name()); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("e2b: remove archive: %w", rerr))
+		}
+	}()
+
+	egress := planEgress(req.Plan, e.opts.AllowOut)
+	lifetime, capped := e.lifetime(req.Plan)
+	createdAt := time.Now()
+	info, err := e.create(ctx, req, egress, lifetime)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	id := info.SandboxID
+	defer func() {
+		if kerr := e.kill(ctx, id); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+	}()
+	if info.EnvdAccessToken != "" {
+		secrets = append(secrets, validation.Secret{Name: "envdAccessToken", Value: info.EnvdAccessToken})
+		capture.Secrets = secrets
+	}
+	domain := e.opts.Domain
+	if info.Domain != nil && *info.Domain != "" {
+		domain = *info.Domain
+	}
+	envd := &envdClient{
+		base:      envdBaseURL(e.opts.EnvdURL, id, domain),
+		sandboxID: id,
+		token:     info.EnvdAccessToken,
+		user:      e.opts.User,
+		http:      e.http,
+	}
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.opts.Template, cleanMessage(info.EnvdVersion)),
+		egress.note(),
+		"step statuses were reported by the executor: each step's marker shell ran in the E2B sandbox; gilf did not observe the exit statuses",
+	)
+	if capped {
+		res.Notes = append(res.Notes, fmt.Sprintf("sandbox lifetime %v, capped by %s", lifetime, EnvTimeout))
+	}
+	res.Resources, res.Notes = e.resources(ctx, id, res.Notes)
+
+	runDir := e.opts.WorkDir + "/run-" + nonce[:12]
+	platform, err := e.setup(ctx, envd, arch, size, runDir, secrets)
+	if err != nil {
+		return res, err
+	}
+	res.Platform = platform
+	cwd := runDir + "/" + archive.PackRoot
+	network := &netState{api: e.api, id: id, egress: egress, current: egress.initial, callTimeout: e.opts.CallTimeout}
+	runner := &processRunner{envd: envd, cwd: cwd}
+	out, err := runSteps(ctx, stepPlan{
+		plan:       req.Plan,
+		scripts:    scripts,
+		nonce:      nonce,
+		capture:    capture,
+		progress:   req.Progress,
+		cwd:        cwd,
+		grace:      e.opts.StepGrace,
+		stopBound:  e.opts.CallTimeout,
+		deadline:   createdAt.Add(lifetime - e.opts.LifetimeMargin),
+		lifetime:   fmt.Sprintf("the sandbox lifetime (%v, %s)", lifetime, EnvTimeout),
+		beforeStep: network.prepare,
+	}, runner)
+	res.Steps = out.steps
+	res.Notes = append(res.Notes, out.notes...)
+	res.Notes = append(res.Notes, network.notes...)
+	res.Integrity = strings.Join(out.issues, "; ")
+	return res, err
+}
+
+func anyRunnable(plan validation.Plan) bool {
+	return slices.ContainsFunc(plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" })
+}
+
+// lifetime is the sandbox timeout asked for: setup, every runnable
+// step's timeout plus the step grace, and the margin, capped by
+// TimeoutMs (capped reports the cap). A step without a timeout takes the
+// cap. Whole seconds, rounded up.
+func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool) {
+	limit := time.Duration(e.opts.TimeoutMs) * time.Millisecond
+	d = e.opts.SetupTimeout + e.opts.LifetimeMargin
+	for _, st := range plan.Steps {
+		if st.Inconclusive != "" {
+			continue
+		}
+		if st.Timeout <= 0 {
+			d = limit + 1
+			break
+		}
+		d += st.Timeout + e.opts.StepGrace
+	}
+	if d > limit {
+		// Stay inside the cap: round down to whole seconds.
+		return max(limit.Truncate(time.Second), time.Second), true
+	}
+	if r := d % time.Second; r != 0 {
+		d += time.Second - r
+	}
+	return d, false
+}
+
+// create asks the API for a sandbox.
+func (e *Executor) create(ctx context.Context, req executors.Request, egress egressPlan, lifetime time.Duration) (sandboxInfo, error) {
+	body := createRequest{
+		TemplateID: e.opts.Template,
+		Timeout:    int64(lifetime / time.Second),
+		Secure:     true,
+		Metadata:   metadata(req.Labels),
+	}
+	body.AllowInternetAccess, body.Network = egress.initial.allowInternet, egress.initial.config()
+	cctx, cancel := context.WithTimeout(ctx, e.opts.CreateTimeout)
+	defer cancel()
+	info, err := e.api.create(cctx, body)
+	if err != nil {
+		return info, err
+	}
+	e.log.InfoContext(ctx, "e2b sandbox created", "sandbox_id", info.SandboxID, "template", e.opts.Template, "timeout_s", body.Timeout)
+	return info, nil
+}
+
+// metadata tags the sandbox with the run's labels, so orphans can be
+// found by repository and job.
+func metadata(labels map[string]string) map[string]string {
+	m := map[string]string{"app": "gilf"}
+	for k, v := range labels {
+		m[k] = v
+	}
+	return m
+}
+
+// kill deletes the sandbox with a fresh bounded context, so a cancelled
+// run still cleans up; temporary API errors are retried KillAttempts
+// times.
+func (e *Executor) kill(ctx context.Context, id string) error {
+	var last error
+	for attempt := 1; attempt <= KillAttempts; attempt++ {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
+		killed, err := e.api.kill(kctx, id)
+		cancel()
+		if err == nil {
+			e.log.InfoContext(ctx, "e2b sandbox killed", "sandbox_id", id, "was_running", killed)
+			return nil
+		}
+		last = err
+		var ae *APIError
+		if !errors.As(err, &ae) || !ae.Temporary() || attempt == KillAttempts {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	e.log.ErrorContext(ctx, "e2b sandbox not killed", "sandbox_id", id, "err", last)
+	return fmt.Errorf("e2b: cleanup: kill sandbox %s: %w", id, last)
+}
+
+// resources reads the sandbox's size for cost estimates: its detail, or
+// the configured CPU and memory when the detail cannot be read.
+func (e *Executor) resources(ctx context.Context, id string, notes []string) (executors.Resources, []string) {
+	configured := executors.Resources{VCPU: float64(e.opts.CPU), MemoryGiB: float64(e.opts.MemoryMB) / 1024}
+	dctx, cancel := context.WithTimeout(ctx, e.opts.CallTimeout)
+	defer cancel()
+	d, err := e.api.detail(dctx, id)
+	if err != nil || d.CPUCount <= 0 || d.MemoryMB <= 0 {
+		why := "it reported no size"
+		if err != nil {
+			why = err.Error()
+		}
+		return configured, append(notes, "sandbox size from configuration: the sandbox detail could not be read: "+why)
+	}
+	got := executors.Resources{VCPU: float64(d.CPUCount), MemoryGiB: float64(d.MemoryMB) / 1024}
+	if (e.opts.CPU > 0 && e.opts.CPU != d.CPUCount) || (e.opts.MemoryMB > 0 && e.opts.MemoryMB != d.MemoryMB) {
+		notes = append(notes, fmt.Sprintf("the template gives %d vCPU and %d MB, not the configured %d vCPU and %d MB (E2B sizes sandboxes by template)",
+			d.CPUCount, d.MemoryMB, e.opts.CPU, e.opts.MemoryMB))
+	}
+	return got, notes
+}
+
+func secretNames(secrets []validation.Secret) []string {
+	var names []string
+	for _, s := range secrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+func loopbackHost(h string) bool {
+	if strings.EqualFold(h, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(h)
+	return ip != nil && ip.IsLoopback()
+}

@@ -1,0 +1,158 @@
+package local
+
+import (
+	"flag"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden files in testdata")
+
+// goldenArgs renders an argv one element per line, quoted, so a golden file
+// shows every boundary.
+func goldenArgs(argv []string) string {
+	var b strings.Builder
+	for _, a := range argv {
+		b.WriteString(quoteArg(a))
+		b.WriteByte('\n')
+	}
+	return b.String()
+}
+
+func quoteArg(s string) string {
+	if s != "" && !strings.ContainsAny(s, " \t\n'\"\\$") {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}
+
+func TestBuildArgsGolden(t *testing.T) {
+	paths := Paths{
+		Workspace: "/work/gilf-local-1/workspace",
+		Home:      "/work/gilf-local-1/home",
+		Tmp:       "/work/gilf-local-1/tmp",
+	}
+	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkFull, Timeout: time.Minute}
+	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
+	tests := []struct {
+		name  string
+		opts  Options
+		step  validation.Step
+		paths func(Paths) Paths
+	}{
+		{name: "script-default", step: test},
+		{name: "install-network", step: install},
+		{name: "install-no-network", step: validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "install"}, Network: validation.NetworkNone}},
+		{name: "script-asks-network", step: validation.Step{Name: validation.StepLint, Argv: []string{"npm", "run", "lint"}, Network: validation.NetworkFull}},
+		{name: "allow-network", opts: Options{AllowNetwork: true}, step: test},
+		{
+			name: "allow-and-deny",
+			opts: Options{
+				AllowRead:  []string{"/opt/toolchain", "/srv/cache"},
+				AllowWrite: []string{"/srv/out"},
+				DenyRead:   []string{"/opt/toolchain/secret", "/srv/cache/token"},
+				Env:        map[string]string{"PATH": "/opt/toolchain/bin:/usr/bin:/bin", "NODE_ENV": "test", "HOME": "/ignored"},
+			},
+			step: validation.Step{Name: validation.StepBuild, Argv: []string{"/bin/sh", "-c", "echo 'quoted $HOME'"}},
+			paths: func(p Paths) Paths {
+				p.DenyDirs = []string{"/opt/toolchain/secret"}
+				p.DenyFiles = []string{"/srv/cache/token"}
+				return p
+			},
+		},
+		{
+			name: "cgroup-v1-handshake",
+			step: test,
+			paths: func(p Paths) Paths {
+				p.InfoFD, p.BlockFD = 3, 4
+				return p
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := paths
+			if tt.paths != nil {
+				p = tt.paths(p)
+			}
+			got := goldenArgs(BuildArgs(tt.opts.withDefaults(), tt.step, p))
+			file := filepath.Join("testdata", tt.name+".golden")
+			if *update {
+				if err := os.WriteFile(file, []byte(got), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(file)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create): %v", err)
+			}
+			if diff := cmp.Diff(string(want), got); diff != "" {
+				t.Errorf("argv differs from %s (-want +got):\n%s", file, diff)
+			}
+		})
+	}
+}
+
+// The argv is pure: the same input gives the same argv, and the caller's
+// options are not changed.
+func TestBuildArgsPure(t *testing.T) {
+	opts := Options{Env: map[string]string{"B": "2", "A": "1", "C": "3"}}.withDefaults()
+	step := validation.Step{Name: "test", Argv: []string{"node", "t.js"}}
+	first := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"})
+	for range 20 {
+		if diff := cmp.Diff(first, BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"})); diff != "" {
+			t.Fatalf("argv changed between calls:\n%s", diff)
+		}
+	}
+	if _, ok := opts.Env["HOME"]; ok {
+		t.Errorf("BuildArgs wrote into the caller's Env: %v", opts.Env)
+	}
+}
+
+func TestBuildArgsInvariants(t *testing.T) {
+	opts := Options{}.withDefaults()
+	argv := BuildArgs(opts, validation.Step{Name: "test", Argv: []string{"npm", "test"}}, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"})
+	joined := " " + strings.Join(argv, " ") + " "
+	for _, want := range []string{" --unshare-all ", " --die-with-parent ", " --new-session ", " --clearenv ", " --remount-ro / ", " --chdir /workspace -- npm test "} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("argv lacks %q: %s", want, joined)
+		}
+	}
+	for _, bad := range []string{"--share-net", "/root", "/home ", "/sys"} {
+		if strings.Contains(joined, bad) {
+			t.Errorf("argv holds %q: %s", bad, joined)
+		}
+	}
+	if argv[len(argv)-3] != "--" {
+		t.Errorf("the step's argv must follow --: %v", argv)
+	}
+}
+
+func TestStepNetwork(t *testing.T) {
+	tests := []struct {
+		name  string
+		allow bool
+		step  validation.Step
+		want  validation.Network
+	}{
+		{"install asks full", false, validation.Step{Name: validation.StepInstall, Network: validation.NetworkFull}, validation.NetworkFull},
+		{"install asks none", false, validation.Step{Name: validation.StepInstall, Network: validation.NetworkNone}, validation.NetworkNone},
+		{"script asks full", false, validation.Step{Name: validation.StepTest, Network: validation.NetworkFull}, validation.NetworkNone},
+		{"script, network allowed", true, validation.Step{Name: validation.StepTest, Network: validation.NetworkNone}, validation.NetworkFull},
+		{"install, network allowed", true, validation.Step{Name: validation.StepInstall}, validation.NetworkFull},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := stepNetwork(Options{AllowNetwork: tt.allow}, tt.step); got != tt.want {
+				t.Errorf("stepNetwork = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,84 @@
+package local
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// BenchmarkStepOverhead compares one executor step running /bin/true (its
+// cgroup made, placed, killed and removed, its output piped through the
+// redactor and capture) with a bare bwrap running /bin/true with the same
+// uid switch and the same binds. Both run in each iteration, alternately,
+// so host noise hits both alike. Metrics: bare-ms/op, step-ms/op, ratio.
+func BenchmarkStepOverhead(b *testing.B) {
+	opts := Options{SandboxUID: 300999, SandboxGID: 300999}.withDefaults()
+	opts.WorkRoot = b.TempDir()
+	if err := os.Chmod(opts.WorkRoot, 0o711); err != nil {
+		b.Fatal(err)
+	}
+	for p := opts.WorkRoot; p != os.TempDir() && p != "/"; p = parentDir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			b.Fatal(err)
+		}
+	}
+	e, err := New(nil, opts)
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx := context.Background()
+	p, err := e.probe.get(ctx)
+	if err != nil {
+		b.Fatal(err)
+	}
+	dirs, _, err := makeRunDirs(opts.WorkRoot, "", int(opts.SandboxUID), int(opts.SandboxGID))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(dirs.Root) })
+	sb := &sandbox{opts: e.opts, dirs: dirs, cg: p.cg, name: "gilf-bench"}
+	step := validation.Step{Name: "test", Argv: []string{"/bin/true"}}
+	bareArgs := BuildArgs(e.opts, step, Paths{Workspace: dirs.Workspace, Home: dirs.Home, Tmp: dirs.Tmp})
+
+	var bare, stepped time.Duration
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		t0 := time.Now()
+		cmd := exec.Command(bareArgs[0], bareArgs[1:]...)
+		cmd.Env = []string{}
+		cmd.Dir = dirs.Workspace
+		cmd.SysProcAttr = &syscall.SysProcAttr{
+			Credential: &syscall.Credential{Uid: opts.SandboxUID, Gid: opts.SandboxGID, Groups: []uint32{}},
+			Setpgid:    true,
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("bare bwrap: %v %s", err, out)
+		}
+		bare += time.Since(t0)
+
+		t0 = time.Now()
+		res, err := sb.runStep(ctx, stepRun{step: step, timeout: time.Minute, maxOutput: 1 << 10, cgName: "gilf-bench-step"})
+		if err != nil || res.Status != validation.StatusPassed {
+			b.Fatalf("step: %v %s", err, res.Status)
+		}
+		stepped += time.Since(t0)
+	}
+	n := float64(b.N)
+	b.ReportMetric(float64(bare.Microseconds())/1000/n, "bare-ms/op")
+	b.ReportMetric(float64(stepped.Microseconds())/1000/n, "step-ms/op")
+	b.ReportMetric(float64(stepped)/float64(bare), "ratio")
+}
+
+func parentDir(p string) string {
+	for i := len(p) - 1; i > 0; i-- {
+		if p[i] == '/' {
+			return p[:i]
+		}
+	}
+	return "/"
+}

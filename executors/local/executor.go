@@ -1,0 +1,271 @@
+package local
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Executor runs each step of a plan in its own bubblewrap sandbox over one
+// private, writable copy of the checkout, as an unprivileged uid, with
+// cgroup limits where the host allows them. The host's wait status is the
+// authority for every step. It is safe for concurrent use.
+type Executor struct {
+	opts  Options
+	log   *slog.Logger
+	probe *prober
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New returns an Executor with opts (zero fields take their defaults). It
+// checks the options but starts nothing: the isolation probe runs at the
+// first Run or Tier call. A nil logger discards.
+func New(log *slog.Logger, opts Options) (*Executor, error) {
+	if log == nil {
+		log = discardLogger()
+	}
+	opts = opts.withDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	if opts.SandboxUID == uint32(os.Getuid()) || opts.SandboxGID == uint32(os.Getgid()) {
+		return nil, fmt.Errorf("local executor options: the sandbox uid/gid %d/%d must differ from the worker's own", opts.SandboxUID, opts.SandboxGID)
+	}
+	return &Executor{opts: opts, log: log, probe: newProber(opts, log)}, nil
+}
+
+// Name is "local".
+func (e *Executor) Name() string { return Name }
+
+// Options returns the options in force, defaults applied.
+func (e *Executor) Options() Options { return e.opts }
+
+// Tier probes (once; the answer is cached) and returns the isolation tier
+// this host gives. A *validation.Refusal says the sandbox user is
+// unavailable or the tier could not be established.
+func (e *Executor) Tier(ctx context.Context) (validation.Tier, error) {
+	p, err := e.probe.get(ctx)
+	if err != nil {
+		return "", err
+	}
+	return p.tier, nil
+}
+
+// Run runs req.Plan as executors.Executor's lifecycle says.
+func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	p, err := e.probe.get(ctx)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	if !meets(p.tier, e.opts.MinTier) {
+		return executors.Result{}, validation.Refuse(validation.CodeIsolationTierUnmet,
+			"this host gives local isolation tier %s, below the required %s", p.tier, e.opts.MinTier)
+	}
+	denyDirs, denyFiles, err := splitDenyRead(e.opts.DenyRead)
+	if err != nil {
+		return executors.Result{}, err
+	}
+
+	res = executors.Result{
+		Executor: Name,
+		Tier:     p.tier,
+		Platform: hostPlatform(),
+		Started:  time.Now(),
+	}
+	for _, s := range req.Secrets {
+		res.SecretsWithheld = append(res.SecretsWithheld, s.Name)
+	}
+	res.Notes = append(res.Notes, p.notes...)
+
+	runID, err := randomID()
+	if err != nil {
+		return executors.Result{}, err
+	}
+	dirs, skipped, err := makeRunDirs(e.opts.WorkRoot, req.Dir, int(e.opts.SandboxUID), int(e.opts.SandboxGID))
+	// Cleanup runs in every outcome, a panic included.
+	defer func() {
+		if dirs.Root == "" {
+			return
+		}
+		if rerr := os.RemoveAll(dirs.Root); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("remove run dir: %w", rerr))
+		}
+	}()
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+	}
+	if len(skipped) > 0 {
+		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
+	}
+	sb := &sandbox{
+		opts:      e.opts,
+		dirs:      dirs,
+		direct:    p.tier == validation.TierNone,
+		cg:        p.cg,
+		secrets:   req.Secrets,
+		name:      "gilf-local-" + runID,
+		denyDirs:  denyDirs,
+		denyFiles: denyFiles,
+	}
+	if sb.cg.limits && sb.cg.version != cgroupNone {
+		l := e.opts.Limits
+		res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
+	}
+
+	node, perr := sb.runStep(ctx, stepRun{
+		step:      validation.Step{Name: "platform-probe", Argv: []string{"node", "--version"}},
+		timeout:   ProbeTimeout,
+		maxOutput: ProbeMaxOutputBytes,
+		cgName:    sb.name + "-probe",
+	})
+	if perr != nil {
+		return executors.Result{}, fmt.Errorf("platform probe: %w", perr)
+	}
+	if v := strings.TrimSpace(node.Output.Head); node.Status == validation.StatusPassed && isVersion(v) {
+		res.Platform.Node = v
+	} else {
+		res.Notes = append(res.Notes, "node --version did not run in the sandbox; node version unknown")
+	}
+
+	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))
+	stop := "" // why later steps are not run
+	for i, st := range req.Plan.Steps {
+		if st.Inconclusive != "" {
+			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusInconclusive, st.Inconclusive))
+			continue
+		}
+		if stop != "" {
+			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusNotRun, stop))
+			continue
+		}
+		if ctx.Err() != nil {
+			stop = "the run was cancelled"
+			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusNotRun, stop))
+			continue
+		}
+		if req.Progress != nil {
+			req.Progress(st.Name, time.Now())
+		}
+		timeout := st.Timeout
+		if timeout <= 0 {
+			timeout = e.opts.StepTimeout
+		}
+		sr, serr := sb.runStep(ctx, stepRun{
+			step:      st,
+			timeout:   timeout,
+			maxOutput: e.opts.MaxOutputBytes,
+			cgName:    fmt.Sprintf("%s-%d", sb.name, i),
+		})
+		e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
+			slog.String("executor", Name), slog.String("step", st.Name),
+			slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))
+		if serr != nil {
+			// Infrastructure: the run cannot be trusted, whatever the
+			// step printed.
+			return executors.Result{}, serr
+		}
+		res.Steps = append(res.Steps, sr)
+		if sr.Network == validation.NetworkFull && !sb.direct {
+			res.Notes = append(res.Notes, fmt.Sprintf("step %s was given the host network", st.Name))
+		}
+		switch {
+		case ctx.Err() != nil:
+			stop = "the run was cancelled"
+		case st.Name == validation.StepInstall && sr.Status != validation.StatusPassed:
+			stop = "the install step did not pass"
+		}
+	}
+	res.Finished = time.Now()
+	if ctx.Err() != nil {
+		return res, fmt.Errorf("local run: %w", ctx.Err())
+	}
+	return res, nil
+}
+
+// notRun is the result of a step that did not run.
+func notRun(opts Options, st validation.Step, status validation.Status, reason string) validation.StepResult {
+	timeout := st.Timeout
+	if timeout <= 0 {
+		timeout = opts.StepTimeout
+	}
+	return validation.StepResult{
+		Name:      st.Name,
+		Argv:      st.Argv,
+		Cwd:       SandboxWorkspace,
+		TimeoutMs: timeout.Milliseconds(),
+		Network:   stepNetwork(opts, st),
+		Status:    status,
+		Reason:    reason,
+	}
+}
+
+// splitDenyRead sorts DenyRead into directories and other files; entries
+// missing on the host have nothing to hide and are dropped.
+func splitDenyRead(paths []string) (dirs, files []string, err error) {
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		switch {
+		case errors.Is(err, os.ErrNotExist):
+		case err != nil:
+			return nil, nil, fmt.Errorf("deny-read path %s: %w", p, err)
+		case st.IsDir():
+			dirs = append(dirs, p)
+		default:
+			files = append(files, p)
+		}
+	}
+	return dirs, files, nil
+}
+
+// hostPlatform describes the worker; the node version comes from inside
+// the sandbox.
+func hostPlatform() validation.Platform {
+	p := validation.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH}
+	var u unix.Utsname
+	if err := unix.Uname(&u); err == nil {
+		p.Kernel = unix.ByteSliceToString(u.Release[:])
+	}
+	return p
+}
+
+// isVersion accepts what node --version prints (v20.11.1) and nothing
+// else: the output comes from a sandbox and is not trusted.
+func isVersion(s string) bool {
+	if len(s) < 2 || len(s) > 32 || s[0] != 'v' {
+		return false
+	}
+	for _, r := range s[1:] {
+		if (r < '0' || r > '9') && r != '.' {
+			return false
+		}
+	}
+	return true
+}
+
+func randomID() (string, error) {
+	b := make([]byte, 8)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("random id: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func summarize(s []string, n int) string {
+	if len(s) <= n {
+		return strings.Join(s, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
+}

@@ -1,0 +1,333 @@
+// Package local runs validation plans on the worker itself, one bubblewrap
+// sandbox per step, as a dedicated unprivileged uid, with cgroup limits
+// where the host allows them (SPEC §4.2).
+package local
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Name is the executor's canonical name.
+const Name = "local"
+
+// Defaults of Options. Each limit has a name, a default and a test at its
+// boundary.
+const (
+	// DefaultSandboxUID and DefaultSandboxGID own the workspace and run
+	// every sandboxed process. They need not exist in /etc/passwd; they
+	// must never be the worker's own ids, nor root.
+	DefaultSandboxUID = 64000
+	DefaultSandboxGID = 64000
+
+	// DefaultBwrapPath is where Debian's bubblewrap package installs bwrap.
+	DefaultBwrapPath = "/usr/bin/bwrap"
+	// DefaultCgroupRoot is where cgroup v1 controllers or the v2
+	// unified hierarchy are mounted.
+	DefaultCgroupRoot = "/sys/fs/cgroup"
+
+	// DefaultMemoryBytes is the cgroup memory limit of one step.
+	DefaultMemoryBytes int64 = 4 << 30
+	// DefaultPids is the cgroup pids limit of one step (bwrap's own two
+	// processes count).
+	DefaultPids int64 = 512
+	// DefaultCPUs is the cgroup CPU quota of one step, in CPUs.
+	DefaultCPUs = 2.0
+
+	// DefaultKillGrace is how long a step's processes have between
+	// SIGTERM and SIGKILL when it times out or is cancelled.
+	DefaultKillGrace = 2 * time.Second
+	// DefaultStepTimeout bounds a step whose plan gives no timeout.
+	DefaultStepTimeout = 15 * time.Minute
+	// DefaultMaxStreamBytes is the total output one step may print. The
+	// capture keeps only MaxOutputBytes of it (head and tail), but every
+	// byte is read, redacted and hashed; past this ceiling the step is
+	// killed.
+	DefaultMaxStreamBytes int64 = 4 << 30
+	// DefaultMinTier is the weakest isolation Run accepts.
+	DefaultMinTier = validation.TierNoNetwork
+)
+
+// Fixed facts of the sandbox layout and its machinery.
+const (
+	// SandboxWorkspace is where the private copy of the checkout is
+	// mounted, and every step's working directory.
+	SandboxWorkspace = "/workspace"
+	// SandboxHome is the private HOME inside the sandbox.
+	SandboxHome = "/home/sandbox"
+	// SandboxTmp is the private TMPDIR inside the sandbox.
+	SandboxTmp = "/tmp"
+	// SandboxHostname is the host name steps see.
+	SandboxHostname = "gilf-sandbox"
+
+	// PipeBufferBytes is the size asked for the output pipe
+	// (F_SETPIPE_SZ); the kernel's default of 64 KiB caps throughput.
+	PipeBufferBytes = 1 << 20
+	// OutputDrainTimeout bounds how long output is still read after the
+	// step's process has been waited for; a descendant that escaped every
+	// kill cannot hold Run open.
+	OutputDrainTimeout = 2 * time.Second
+	// ProbeTimeout bounds the isolation probe and the platform probe.
+	ProbeTimeout = 20 * time.Second
+	// SetupTimeout bounds how long bwrap may take to set a sandbox up
+	// before its processes are placed in the step's cgroup.
+	SetupTimeout = 20 * time.Second
+	// CgroupKillTimeout bounds how long Run waits for a step's cgroup to
+	// become empty after killing it.
+	CgroupKillTimeout = 5 * time.Second
+	// ProbeMaxOutputBytes is what is kept of a probe's output.
+	ProbeMaxOutputBytes = 4 << 10
+)
+
+// DefaultPath is the PATH steps get.
+const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
+
+// SystemReadPaths are mounted read-only in every sandbox: what node, npm
+// and a POSIX shell need. Paths missing on the host are skipped.
+var SystemReadPaths = []string{"/usr", "/bin", "/lib", "/lib64", "/etc"}
+
+// DefaultEnv returns the environment steps get unless Options.Env says
+// otherwise. HOME, TMPDIR and CI are always set by the executor.
+func DefaultEnv() map[string]string {
+	return map[string]string{
+		"PATH":   DefaultPath,
+		"LANG":   "C.UTF-8",
+		"LC_ALL": "C.UTF-8",
+		"TERM":   "dumb",
+	}
+}
+
+// Limits are the cgroup limits of one step. Zero fields take the defaults.
+type Limits struct {
+	MemoryBytes int64
+	Pids        int64
+	CPUs        float64
+}
+
+// Options configure an Executor. The zero value is valid and takes every
+// default. Paths must be absolute.
+type Options struct {
+	// AllowWrite are host paths bound writable inside, at the same path.
+	// The workspace, HOME and TMPDIR are always writable; nil or empty
+	// means nothing else.
+	AllowWrite []string
+	// AllowRead are host paths bound read-only inside, at the same path,
+	// besides SystemReadPaths and the workspace. Every other path is
+	// absent from the sandbox's mount namespace.
+	AllowRead []string
+	// DenyRead are paths masked even under an allowed path: a directory
+	// with an empty tmpfs, anything else with /dev/null.
+	DenyRead []string
+	// AllowNetwork gives every step the host network. By default only an
+	// install step whose plan asks for the network gets it.
+	AllowNetwork bool
+	// Env is the environment of every step; nil means DefaultEnv. HOME,
+	// TMPDIR and CI=true are always set. The worker's own environment is
+	// never read.
+	Env map[string]string
+	// MaxOutputBytes is what is kept of one step's output (head and
+	// tail); zero means validation.DefaultMaxOutputBytes.
+	MaxOutputBytes int
+	// MaxStreamBytes is the total output one step may print before it is
+	// killed; zero means DefaultMaxStreamBytes.
+	MaxStreamBytes int64
+	// MinTier is the weakest isolation Run accepts; empty means
+	// DefaultMinTier.
+	MinTier validation.Tier
+	Limits  Limits
+	// SandboxUID and SandboxGID run every sandboxed process; zero means
+	// the defaults (root is never allowed).
+	SandboxUID uint32
+	SandboxGID uint32
+	// BwrapPath is the bubblewrap binary; empty means DefaultBwrapPath.
+	BwrapPath string
+	// WorkRoot is where per-run workspaces are created; empty means
+	// os.TempDir(). It must be traversable by the sandbox uid.
+	WorkRoot string
+	// CgroupRoot is where cgroups are mounted; empty means
+	// DefaultCgroupRoot. A root holding cgroup.controllers is cgroup v2.
+	CgroupRoot string
+	// KillGrace is the time between SIGTERM and SIGKILL; zero means
+	// DefaultKillGrace.
+	KillGrace time.Duration
+	// StepTimeout bounds a step whose plan gives none; zero means
+	// DefaultStepTimeout.
+	StepTimeout time.Duration
+}
+
+// withDefaults returns o with every zero field set to its default. It
+// never reads the environment.
+func (o Options) withDefaults() Options {
+	if o.Env == nil {
+		o.Env = DefaultEnv()
+	} else {
+		o.Env = maps.Clone(o.Env)
+	}
+	if o.MaxOutputBytes == 0 {
+		o.MaxOutputBytes = validation.DefaultMaxOutputBytes
+	}
+	if o.MaxStreamBytes == 0 {
+		o.MaxStreamBytes = DefaultMaxStreamBytes
+	}
+	if o.MinTier == "" {
+		o.MinTier = DefaultMinTier
+	}
+	if o.Limits.MemoryBytes == 0 {
+		o.Limits.MemoryBytes = DefaultMemoryBytes
+	}
+	if o.Limits.Pids == 0 {
+		o.Limits.Pids = DefaultPids
+	}
+	if o.Limits.CPUs == 0 {
+		o.Limits.CPUs = DefaultCPUs
+	}
+	if o.SandboxUID == 0 {
+		o.SandboxUID = DefaultSandboxUID
+	}
+	if o.SandboxGID == 0 {
+		o.SandboxGID = DefaultSandboxGID
+	}
+	if o.BwrapPath == "" {
+		o.BwrapPath = DefaultBwrapPath
+	}
+	if o.WorkRoot == "" {
+		o.WorkRoot = os.TempDir()
+	}
+	if o.CgroupRoot == "" {
+		o.CgroupRoot = DefaultCgroupRoot
+	}
+	if o.KillGrace == 0 {
+		o.KillGrace = DefaultKillGrace
+	}
+	if o.StepTimeout == 0 {
+		o.StepTimeout = DefaultStepTimeout
+	}
+	o.AllowRead = slices.Clone(o.AllowRead)
+	o.AllowWrite = slices.Clone(o.AllowWrite)
+	o.DenyRead = slices.Clone(o.DenyRead)
+	return o
+}
+
+// validate reports every problem of a defaulted Options at once.
+func (o Options) validate() error {
+	var errs []error
+	check := func(field string, paths []string) {
+		for _, p := range paths {
+			if !filepath.IsAbs(p) || filepath.Clean(p) != p {
+				errs = append(errs, fmt.Errorf("%s: %q is not a clean absolute path", field, p))
+			}
+			if p == "/" {
+				errs = append(errs, fmt.Errorf("%s: the whole root cannot be listed", field))
+			}
+		}
+	}
+	check("AllowWrite", o.AllowWrite)
+	check("AllowRead", o.AllowRead)
+	check("DenyRead", o.DenyRead)
+	check("BwrapPath", []string{o.BwrapPath})
+	check("WorkRoot", []string{o.WorkRoot})
+	check("CgroupRoot", []string{o.CgroupRoot})
+	for _, p := range o.AllowWrite {
+		for _, s := range SystemReadPaths {
+			if within(p, s) || within(s, p) {
+				errs = append(errs, fmt.Errorf("AllowWrite: %q overlaps the system path %s", p, s))
+			}
+		}
+	}
+	if _, err := tierRank(o.MinTier); err != nil {
+		errs = append(errs, fmt.Errorf("MinTier: %w", err))
+	}
+	if o.MaxOutputBytes < 0 {
+		errs = append(errs, errors.New("MaxOutputBytes must not be negative"))
+	}
+	if o.MaxStreamBytes < 0 {
+		errs = append(errs, errors.New("MaxStreamBytes must not be negative"))
+	}
+	if o.Limits.MemoryBytes < 0 || o.Limits.Pids < 0 || o.Limits.CPUs < 0 {
+		errs = append(errs, errors.New("Limits must not be negative"))
+	}
+	if o.KillGrace < 0 || o.StepTimeout < 0 {
+		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
+	}
+	for k := range o.Env {
+		if k == "" || containsAny(k, "=\x00") {
+			errs = append(errs, fmt.Errorf("Env: invalid name %q", k))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stepEnv is the environment of a step: the configured variables with
+// HOME, TMPDIR and CI forced.
+func (o Options) stepEnv() map[string]string {
+	env := maps.Clone(o.Env)
+	env["HOME"] = SandboxHome
+	env["TMPDIR"] = SandboxTmp
+	env["CI"] = "true"
+	return env
+}
+
+// ParseTier parses a tier name as GILF_LOCAL_MIN_TIER spells it. The empty
+// string means DefaultMinTier.
+func ParseTier(s string) (validation.Tier, error) {
+	if s == "" {
+		return DefaultMinTier, nil
+	}
+	t := validation.Tier(s)
+	if _, err := tierRank(t); err != nil {
+		return "", err
+	}
+	return t, nil
+}
+
+// tierRank orders the tiers the local executor can establish, strongest
+// highest.
+func tierRank(t validation.Tier) (int, error) {
+	switch t {
+	case validation.TierNone:
+		return 0, nil
+	case validation.TierNoNetwork:
+		return 1, nil
+	case validation.TierReadOnly:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("unknown isolation tier %q (want %s, %s or %s)", t,
+		validation.TierReadOnly, validation.TierNoNetwork, validation.TierNone)
+}
+
+// meets reports whether tier got is at least tier want. Both are valid.
+func meets(got, want validation.Tier) bool {
+	g, err1 := tierRank(got)
+	w, err2 := tierRank(want)
+	return err1 == nil && err2 == nil && g >= w
+}
+
+// within reports whether path p is dir or below it. A path that only
+// shares a prefix (/srv/repo-evil, /srv/repo) is not within.
+func within(p, dir string) bool {
+	rel, err := filepath.Rel(dir, p)
+	return err == nil && rel != ".." && !filepath.IsAbs(rel) &&
+		(rel == "." || len(rel) < 3 || rel[:3] != "../")
+}
+
+func containsAny(s, chars string) bool {
+	for _, c := range chars {
+		for _, r := range s {
+			if r == c {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// discardLogger is used when New is given no logger.
+func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }

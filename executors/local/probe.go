@@ -1,0 +1,242 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// probed is what the isolation probe established, cached for the
+// Executor's life.
+type probed struct {
+	tier validation.Tier
+	cg   cgroupHost
+	// notes describe the tier for the record: limits in force, or why
+	// a stronger tier was not reached.
+	notes []string
+}
+
+// prober runs the isolation probe once. A probe that could not run (its
+// context ended) is not cached and is tried again by the next caller.
+type prober struct {
+	opts Options
+	log  *slog.Logger
+
+	mu     sync.Mutex
+	result *probed
+	refuse *validation.Refusal
+}
+
+func newProber(opts Options, log *slog.Logger) *prober {
+	return &prober{opts: opts, log: log}
+}
+
+// Exit codes of the probe script, each naming the isolation check that
+// failed.
+const (
+	probeExitUID      = 10
+	probeExitHome     = 11
+	probeExitRootRW   = 12
+	probeExitNetwork  = 13
+	probeExitHostProc = 14
+)
+
+// probeScript checks from inside, with the sandbox's own shell, what the
+// read-only and no-network tiers promise. $1 is the expected uid.
+const probeScript = `[ "$(id -u)" = "$1" ] || exit 10
+[ ! -e /root ] || exit 11
+if ( : > /gilf-probe-write ) 2>/dev/null; then exit 12; fi
+n=0
+while read -r line; do case "$line" in *:*) n=$((n+1));; esac; done < /proc/net/dev
+[ "$n" -eq 1 ] || exit 13
+[ ! -e /sys/fs/cgroup ] || exit 14
+exit 0
+`
+
+func (p *prober) get(ctx context.Context) (*probed, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.refuse != nil {
+		return nil, p.refuse
+	}
+	if p.result != nil {
+		return p.result, nil
+	}
+	res, refusal, err := p.run(ctx)
+	if err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "local isolation probe could not run",
+			slog.String("executor", Name), slog.String("error", err.Error()))
+		// Not cached: the next Run probes again.
+		return nil, validation.Refuse(validation.CodeIsolationTierUnknown,
+			"the local isolation probe could not run")
+	}
+	if refusal != nil {
+		p.refuse = refusal
+		return nil, refusal
+	}
+	p.log.LogAttrs(ctx, slog.LevelInfo, "local isolation probed",
+		slog.String("executor", Name), slog.String("tier", string(res.tier)),
+		slog.String("cgroup", res.cg.version.String()))
+	p.result = res
+	return res, nil
+}
+
+// run establishes the tier: sandbox uid usable, then cgroups, then a real
+// sandbox checked from inside. err means the probe itself could not run.
+func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) {
+	if os.Geteuid() != 0 {
+		return nil, validation.Refuse(validation.CodeSandboxUserUnavailable,
+			"the worker runs as uid %d and cannot switch to the sandbox uid %d; run it as root (it keeps root only for cgroups)",
+			os.Geteuid(), p.opts.SandboxUID), nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
+	defer cancel()
+
+	res := &probed{}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		res.notes = append(res.notes, "no cgroup limits: cannot read /proc/self/cgroup")
+	} else {
+		res.cg = detectCgroups(p.opts.CgroupRoot, self)
+	}
+	if res.cg.version != cgroupNone {
+		res.cg = p.checkCgroups(res.cg)
+	}
+
+	dirs, _, err := makeRunDirs(p.opts.WorkRoot, "", int(p.opts.SandboxUID), int(p.opts.SandboxGID))
+	defer func() {
+		if dirs.Root != "" {
+			if rerr := os.RemoveAll(dirs.Root); rerr != nil {
+				p.log.LogAttrs(ctx, slog.LevelWarn, "remove probe dir", slog.String("error", rerr.Error()))
+			}
+		}
+	}()
+	if err != nil {
+		return nil, nil, fmt.Errorf("probe workspace: %w", err)
+	}
+	id, err := randomID()
+	if err != nil {
+		return nil, nil, err
+	}
+	step := validation.Step{Name: "isolation-probe", Argv: []string{"/bin/sh", "-c", probeScript, "probe", strconv.FormatUint(uint64(p.opts.SandboxUID), 10)}}
+	run := func(cg cgroupHost) (validation.StepResult, error) {
+		sb := &sandbox{opts: p.opts, dirs: dirs, cg: cg, name: "gilf-probe-" + id}
+		// The probe needs no network, whatever the options say.
+		sb.opts.AllowNetwork = false
+		return sb.runStep(ctx, stepRun{step: step, timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes, cgName: sb.name})
+	}
+
+	if _, err := os.Stat(p.opts.BwrapPath); err != nil {
+		res.tier = validation.TierNone
+		res.notes = append(res.notes, fmt.Sprintf("bubblewrap is not usable at %s: %v", p.opts.BwrapPath, err))
+		return p.direct(ctx, res, dirs)
+	}
+	r, err := run(res.cg)
+	if err != nil && res.cg.version != cgroupNone {
+		// The sandbox could not be set up inside a cgroup: try without,
+		// to tell a cgroup problem from a bwrap problem.
+		res.notes = append(res.notes, "no cgroup limits: a sandbox could not be placed in a cgroup: "+err.Error())
+		res.cg = cgroupHost{}
+		r, err = run(res.cg)
+	}
+	if ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("isolation probe: %w", ctx.Err())
+	}
+	if isCredentialError(err) {
+		return nil, validation.Refuse(validation.CodeSandboxUserUnavailable, "the worker cannot switch to the sandbox uid %d", p.opts.SandboxUID), nil
+	}
+	if err != nil || r.Status != validation.StatusPassed {
+		res.tier = validation.TierNone
+		res.notes = append(res.notes, "bubblewrap sandbox unusable: "+probeFailure(r, err))
+		return p.direct(ctx, res, dirs)
+	}
+	if res.cg.version != cgroupNone && res.cg.limits {
+		res.tier = validation.TierReadOnly
+		l := p.opts.Limits
+		res.notes = append(res.notes, fmt.Sprintf("cgroup %s limits in force per step: memory %d bytes, %d pids, %.2g CPUs",
+			res.cg.version, l.MemoryBytes, l.Pids, l.CPUs))
+	} else {
+		res.tier = validation.TierNoNetwork
+		if res.cg.why != "" {
+			res.notes = append(res.notes, "no cgroup limits: "+res.cg.why)
+		}
+	}
+	return res, nil, nil
+}
+
+// direct checks that tier none can at least run a process as the sandbox
+// uid.
+func (p *prober) direct(ctx context.Context, res *probed, dirs runDirs) (*probed, *validation.Refusal, error) {
+	sb := &sandbox{opts: p.opts, dirs: dirs, cg: res.cg, direct: true, name: "gilf-probe-direct"}
+	_, err := sb.runStep(ctx, stepRun{
+		step:    validation.Step{Name: "isolation-probe", Argv: []string{"/bin/true"}},
+		timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes, cgName: sb.name,
+	})
+	if ctx.Err() != nil {
+		return nil, nil, fmt.Errorf("isolation probe: %w", ctx.Err())
+	}
+	if isCredentialError(err) {
+		return nil, validation.Refuse(validation.CodeSandboxUserUnavailable, "the worker cannot switch to the sandbox uid %d", p.opts.SandboxUID), nil
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("isolation probe: %w", err)
+	}
+	return res, nil, nil
+}
+
+// checkCgroups makes and removes a cgroup with the limits, so the tier
+// says what was really possible.
+func (p *prober) checkCgroups(h cgroupHost) cgroupHost {
+	id, err := randomID()
+	if err != nil {
+		h.version, h.why = cgroupNone, err.Error()
+		return h
+	}
+	cg, err := h.create("gilf-probe-"+id, p.opts.Limits)
+	if err == nil {
+		if rerr := cg.remove(); rerr != nil {
+			h.version, h.why = cgroupNone, rerr.Error()
+		}
+		return h
+	}
+	if h.limits {
+		h.limits, h.why = false, "cannot set cgroup limits: "+err.Error()
+		if cg, err2 := h.create("gilf-probe-"+id, p.opts.Limits); err2 == nil {
+			if rerr := cg.remove(); rerr == nil {
+				return h
+			}
+		}
+	}
+	return cgroupHost{why: "cannot create cgroups: " + err.Error()}
+}
+
+func isCredentialError(err error) bool {
+	return errors.Is(err, os.ErrPermission)
+}
+
+func probeFailure(r validation.StepResult, err error) string {
+	if err != nil {
+		return err.Error()
+	}
+	if r.ExitCode != nil {
+		switch *r.ExitCode {
+		case probeExitUID:
+			return "the sandbox does not run as the sandbox uid"
+		case probeExitHome:
+			return "the host's /root is visible inside"
+		case probeExitRootRW:
+			return "the sandbox root is writable"
+		case probeExitNetwork:
+			return "the sandbox has a network interface besides lo"
+		case probeExitHostProc:
+			return "the host's cgroup tree is visible inside"
+		}
+	}
+	return fmt.Sprintf("probe ended %s: %s", r.Status, firstLine(r.Output.Head))
+}

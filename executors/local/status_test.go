@@ -1,0 +1,72 @@
+package local
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// realState runs a real shell and returns its wait status.
+func realState(t *testing.T, script string) *os.ProcessState {
+	t.Helper()
+	cmd := exec.Command("/bin/sh", "-c", script)
+	cmd.Env = []string{}
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if err != nil && !errors.As(err, &ee) {
+		t.Fatalf("run %q: %v", script, err)
+	}
+	return cmd.ProcessState
+}
+
+func TestClassify(t *testing.T) {
+	exit0 := realState(t, "exit 0")
+	exit1 := realState(t, "exit 1")
+	exit137 := realState(t, "exit 137")
+	killed := realState(t, "kill -KILL $$")
+	termed := realState(t, "kill -TERM $$")
+	lim := Limits{MemoryBytes: 256 << 20, Pids: 64, CPUs: 1}
+	code := func(n int) *int { return &n }
+	tests := []struct {
+		name string
+		obs  observation
+		want verdict
+		// reason is a substring the reason must hold ("" means empty).
+		reason string
+	}{
+		{"exit 0", observation{state: exit0}, verdict{status: validation.StatusPassed, exitCode: code(0)}, ""},
+		{"exit 1", observation{state: exit1}, verdict{status: validation.StatusFailed, exitCode: code(1)}, ""},
+		{"exit 137 without OOM is a failure, not a kill", observation{state: exit137}, verdict{status: validation.StatusFailed, exitCode: code(137)}, ""},
+		{"host saw SIGKILL", observation{state: killed}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "killed by SIGKILL"},
+		{"host saw SIGTERM", observation{state: termed}, verdict{status: validation.StatusKilled, signal: "SIGTERM"}, "SIGTERM"},
+		{"timeout", observation{state: termed, stopped: errStepTimeout, timeout: 3 * time.Second}, verdict{status: validation.StatusTimedOut, signal: "SIGTERM"}, "step timeout of 3s"},
+		{"timeout although exit 0", observation{state: exit0, stopped: errStepTimeout, timeout: time.Second}, verdict{status: validation.StatusTimedOut, exitCode: code(0)}, "timeout"},
+		{"output ceiling", observation{state: killed, stopped: errOutputCeiling, maxStream: 1024}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "output ceiling of 1024 bytes"},
+		{"cancelled", observation{state: killed, stopped: errRunCancelled}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "cancelled"},
+		{"OOM kill", observation{state: exit137, oomKills: 1, limits: lim}, verdict{status: validation.StatusKilled, exitCode: code(137), signal: "SIGKILL"}, "memory limit of 268435456 bytes"},
+		{"OOM kill of a child, step passed", observation{state: exit0, oomKills: 2, limits: lim}, verdict{status: validation.StatusPassed, exitCode: code(0)}, "memory limit"},
+		{"pids limit", observation{state: exit1, pidsHits: 7, limits: lim}, verdict{status: validation.StatusFailed, exitCode: code(1)}, "pids limit of 64 refused 7 fork(s)"},
+		{"pids limit with timeout", observation{state: killed, stopped: errStepTimeout, pidsHits: 1, limits: lim, timeout: time.Second}, verdict{status: validation.StatusTimedOut, signal: "SIGKILL"}, "pids limit"},
+		{"no wait status", observation{}, verdict{status: validation.StatusFailed}, "no exit status"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := classify(tt.obs)
+			reason := got.reason
+			got.reason = ""
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{})); diff != "" {
+				t.Errorf("classify (-want +got):\n%s", diff)
+			}
+			if tt.reason == "" && reason != "" || !strings.Contains(reason, tt.reason) {
+				t.Errorf("reason %q, want it to hold %q", reason, tt.reason)
+			}
+		})
+	}
+}

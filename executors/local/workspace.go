@@ -1,0 +1,157 @@
+package local
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"syscall"
+
+	"golang.org/x/sys/unix"
+)
+
+// runDirs are the host directories of one run, all owned by the sandbox
+// uid and removed when the run ends.
+type runDirs struct {
+	Root      string
+	Workspace string
+	Home      string
+	Tmp       string
+}
+
+// makeRunDirs creates a private run directory under workRoot holding a
+// copy of src as the workspace (empty when src is ""), an empty HOME and an empty TMPDIR, all
+// owned by uid:gid. The caller removes Root in every outcome (also on
+// error, when Root is set). skipped lists what was not copied.
+func makeRunDirs(workRoot, src string, uid, gid int) (d runDirs, skipped []string, err error) {
+	root, err := os.MkdirTemp(workRoot, "gilf-local-")
+	if err != nil {
+		return d, nil, fmt.Errorf("create run dir: %w", err)
+	}
+	d = runDirs{
+		Root:      root,
+		Workspace: filepath.Join(root, "workspace"),
+		Home:      filepath.Join(root, "home"),
+		Tmp:       filepath.Join(root, "tmp"),
+	}
+	// Root stays root-owned but traversable; the sandbox uid owns only
+	// what is bound into the sandbox.
+	if err := os.Chmod(root, 0o711); err != nil {
+		return d, nil, fmt.Errorf("chmod run dir: %w", err)
+	}
+	for _, p := range []string{d.Home, d.Tmp} {
+		if err := mkdirOwned(p, 0o700, uid, gid); err != nil {
+			return d, nil, err
+		}
+	}
+	if src == "" {
+		return d, nil, mkdirOwned(d.Workspace, 0o755, uid, gid)
+	}
+	skipped, err = copyTree(src, d.Workspace, uid, gid)
+	if err != nil {
+		return d, skipped, err
+	}
+	return d, skipped, nil
+}
+
+func mkdirOwned(p string, mode os.FileMode, uid, gid int) error {
+	if err := os.Mkdir(p, mode); err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Base(p), err)
+	}
+	if err := os.Lchown(p, uid, gid); err != nil {
+		return fmt.Errorf("chown %s: %w", filepath.Base(p), err)
+	}
+	// Mkdir applies the umask; the mode is meant exactly.
+	if err := os.Chmod(p, mode); err != nil {
+		return fmt.Errorf("chmod %s: %w", filepath.Base(p), err)
+	}
+	return nil
+}
+
+// copyTree copies src into the new directory dst, owned by uid:gid.
+// Directories, regular files and symlinks are copied (a symlink as a link,
+// never followed: it resolves inside the sandbox, where the host is
+// absent). Set-id bits are dropped. Devices, sockets and FIFOs are
+// skipped, and so are regular files with more than one hard link (a hard
+// link made by an extractor could name a host file). src is only read.
+func copyTree(src, dst string, uid, gid int) ([]string, error) {
+	st, err := os.Lstat(src)
+	if err != nil {
+		return nil, fmt.Errorf("read checkout: %w", err)
+	}
+	if !st.IsDir() {
+		return nil, fmt.Errorf("checkout %s is not a directory", src)
+	}
+	if err := mkdirOwned(dst, 0o755, uid, gid); err != nil {
+		return nil, err
+	}
+	var skipped []string
+	err = filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return fmt.Errorf("walk checkout: %w", err)
+		}
+		rel, err := filepath.Rel(src, p)
+		if err != nil {
+			return fmt.Errorf("walk checkout: %w", err)
+		}
+		if rel == "." {
+			return nil
+		}
+		target := filepath.Join(dst, rel)
+		info, err := de.Info()
+		if err != nil {
+			return fmt.Errorf("stat %s: %w", rel, err)
+		}
+		switch mode := info.Mode(); {
+		case mode.IsDir():
+			return mkdirOwned(target, mode.Perm()|0o700, uid, gid)
+		case mode&fs.ModeSymlink != 0:
+			link, err := os.Readlink(p)
+			if err != nil {
+				return fmt.Errorf("read link %s: %w", rel, err)
+			}
+			if err := os.Symlink(link, target); err != nil {
+				return fmt.Errorf("copy link %s: %w", rel, err)
+			}
+			if err := os.Lchown(target, uid, gid); err != nil {
+				return fmt.Errorf("chown %s: %w", rel, err)
+			}
+			return nil
+		case mode.IsRegular():
+			if sys, ok := info.Sys().(*syscall.Stat_t); ok && sys.Nlink > 1 {
+				skipped = append(skipped, rel)
+				return nil
+			}
+			return copyFile(p, target, mode.Perm()|0o600, uid, gid)
+		default:
+			skipped = append(skipped, rel)
+			return nil
+		}
+	})
+	return skipped, err
+}
+
+func copyFile(src, dst string, perm os.FileMode, uid, gid int) (err error) {
+	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		return fmt.Errorf("open %s: %w", filepath.Base(src), err)
+	}
+	defer func() { err = errors.Join(err, in.Close()) }()
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Base(dst), err)
+	}
+	defer func() { err = errors.Join(err, out.Close()) }()
+	if _, err := io.Copy(out, in); err != nil {
+		return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
+	}
+	if err := out.Chown(uid, gid); err != nil {
+		return fmt.Errorf("chown %s: %w", filepath.Base(dst), err)
+	}
+	if err := out.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", filepath.Base(dst), err)
+	}
+	return nil
+}

@@ -1,0 +1,351 @@
+// Package selfhost is the self-host executor (SPEC §4.3): an operator's
+// command, named by GILF_SELF_HOST_COMMAND, that starts isolated compute,
+// runs gilf's marker shell on the repository archive there, and prints
+// its output.
+package selfhost
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Defaults and limits.
+const (
+	// DefaultTimeout is GILF_SELF_HOST_TIMEOUT_MS's default (2,700,000 ms):
+	// the host kills the command's process tree when it runs longer.
+	DefaultTimeout = 2_700_000 * time.Millisecond
+	// DefaultKillGrace is how long the command has between SIGTERM and
+	// SIGKILL to tear its compute down, and how long Wait waits for its
+	// output pipes once it exited.
+	DefaultKillGrace = 10 * time.Second
+	// DefaultStepGrace is how long past a step's own timeout the host
+	// waits for the step's END marker before it stops the command.
+	DefaultStepGrace = 30 * time.Second
+	// DiagnosticTailBytes is how much of the command's last output is
+	// kept (redacted, control characters escaped) to explain a command
+	// that failed before printing any marker.
+	DiagnosticTailBytes = 2048
+	// DefaultPath is the PATH the command gets when the worker's
+	// environment has none.
+	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	// NetworkEnv names the variable that conveys the network intent to
+	// the command, which must enforce it.
+	NetworkEnv = "GILF_SELF_HOST_NETWORK"
+)
+
+// EnvAllowList names the worker variables the command may inherit; every
+// other variable of the worker is withheld.
+func EnvAllowList() []string {
+	return []string{"PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"}
+}
+
+// ErrNotConfigured is returned by New when no command is configured; the
+// executor is then left out of the configured set and Select refuses
+// executor_unconfigured.
+var ErrNotConfigured = errors.New("self-host executor: GILF_SELF_HOST_COMMAND is not set")
+
+// Options configure the executor. cmd/gilf fills them from the
+// environment; nothing here reads it.
+type Options struct {
+	// Command is GILF_SELF_HOST_COMMAND, split on whitespace, never given
+	// to a shell.
+	Command string
+	// Network is GILF_SELF_HOST_NETWORK, the intent passed to the
+	// command: validation.NetworkNone (the default) or NetworkFull.
+	Network validation.Network
+	// Timeout is GILF_SELF_HOST_TIMEOUT_MS (DefaultTimeout when zero).
+	Timeout time.Duration
+	// KillGrace is DefaultKillGrace when zero; StepGrace DefaultStepGrace.
+	KillGrace time.Duration
+	StepGrace time.Duration
+	// TempRoot is where packaging directories are made (os.TempDir() when
+	// empty).
+	TempRoot string
+	// Env is the worker's environment ("NAME=value"); only the names in
+	// EnvAllowList pass to the command.
+	Env []string
+	// Secrets are the worker's secrets: never passed (an allow-listed
+	// variable holding one is dropped too), redacted from output, and
+	// named in Result.SecretsWithheld.
+	Secrets []validation.Secret
+	// Tier is reported as the isolation tier (validation.TierRemote when
+	// empty): gilf does not observe the command's isolation.
+	Tier validation.Tier
+	// MaxOutputBytes is what is kept of each step's output
+	// (validation.DefaultMaxOutputBytes when zero).
+	MaxOutputBytes int
+}
+
+// Executor runs plans through the self-host command.
+//
+// How a run ends:
+//
+//   - Step statuses come from the markers the command prints (every
+//     StepResult has Reported set; the Result's notes say so): gilf does
+//     not observe the remote exit statuses.
+//   - The command could not be started, or it exited non-zero (or was
+//     killed by a signal gilf did not send) before printing any START
+//     marker: an infrastructure error, retried. Its last output, redacted,
+//     is in the error.
+//   - It printed markers and then broke (non-zero exit, missing END,
+//     forged, duplicate or out-of-order markers), or exited 0 with steps
+//     left unreported: the Result's Integrity says why and the run is
+//     inconclusive; no error.
+//   - A step that outlives its timeout plus StepGrace, or a command that
+//     outlives Timeout, is stopped by killing the whole process tree: the
+//     open step ends timed_out and later steps not_run. A command that
+//     hits Timeout before any START is an infrastructure error.
+//   - ctx cancelled: the tree is killed, the open step ends killed, later
+//     steps not_run, and ctx's error is returned.
+//
+// The packaging directory (archive and shell) is removed in every
+// outcome; a failure to remove it fails the run. Run may be called
+// concurrently.
+type Executor struct {
+	argv     []string
+	opts     Options
+	env      []string
+	withheld []string
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New checks opts and returns a ready executor, or ErrNotConfigured when
+// no command is set.
+func New(opts Options) (*Executor, error) {
+	argv := strings.Fields(opts.Command)
+	if len(argv) == 0 {
+		return nil, ErrNotConfigured
+	}
+	var errs []error
+	switch opts.Network {
+	case "":
+		opts.Network = validation.NetworkNone
+	case validation.NetworkNone, validation.NetworkFull:
+	default:
+		errs = append(errs, fmt.Errorf("%s %q: want %q or %q", NetworkEnv, opts.Network, validation.NetworkNone, validation.NetworkFull))
+	}
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &opts.Timeout, DefaultTimeout},
+		{"kill grace", &opts.KillGrace, DefaultKillGrace},
+		{"step grace", &opts.StepGrace, DefaultStepGrace},
+	} {
+		switch {
+		case *d.v < 0:
+			errs = append(errs, fmt.Errorf("self-host %s %v is negative", d.name, *d.v))
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if opts.MaxOutputBytes < 0 {
+		errs = append(errs, fmt.Errorf("self-host max output bytes %d is negative", opts.MaxOutputBytes))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("self-host executor: %w", err)
+	}
+	if opts.TempRoot == "" {
+		opts.TempRoot = os.TempDir()
+	}
+	if opts.Tier == "" {
+		opts.Tier = validation.TierRemote
+	}
+	return &Executor{
+		argv:     argv,
+		opts:     opts,
+		env:      ChildEnv(opts.Env, opts.Network, opts.Secrets),
+		withheld: secretNames(opts.Secrets),
+	}, nil
+}
+
+// Name is executors.NameSelfHost.
+func (e *Executor) Name() string { return executors.NameSelfHost }
+
+// Argv is the command line of one run: the configured command's words,
+// then the archive path, the shell path and the timeout in milliseconds.
+func Argv(command []string, archivePath, shellPath string, timeout time.Duration) []string {
+	argv := slices.Clone(command)
+	return append(argv, archivePath, shellPath, strconv.FormatInt(timeout.Milliseconds(), 10))
+}
+
+// ChildEnv builds the command's environment from the worker's: the
+// allow-listed names only (PATH defaulted), minus any whose value holds
+// a secret, plus the network intent. Sorted, so it is stable.
+func ChildEnv(worker []string, network validation.Network, secrets []validation.Secret) []string {
+	vals := map[string]string{}
+	allowed := EnvAllowList()
+	for _, kv := range worker {
+		name, value, ok := strings.Cut(kv, "=")
+		if !ok || !slices.Contains(allowed, name) || holdsSecret(value, secrets) {
+			continue
+		}
+		vals[name] = value
+	}
+	if vals["PATH"] == "" {
+		vals["PATH"] = DefaultPath
+	}
+	vals[NetworkEnv] = string(network)
+	env := make([]string, 0, len(vals))
+	for name, value := range vals {
+		env = append(env, name+"="+value)
+	}
+	slices.Sort(env)
+	return env
+}
+
+func holdsSecret(value string, secrets []validation.Secret) bool {
+	for _, s := range secrets {
+		if len(s.Value) >= validation.MinSecretLength && strings.Contains(value, s.Value) {
+			return true
+		}
+	}
+	return false
+}
+
+func secretNames(secrets []validation.Secret) []string {
+	var names []string
+	for _, s := range secrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
+
+// Run packs req.Dir and runs the plan through the command. See Executor
+// for how a run ends.
+func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	res = executors.Result{
+		Executor:        e.Name(),
+		Tier:            e.opts.Tier,
+		SecretsWithheld: slices.Clone(e.withheld),
+		Started:         time.Now(),
+	}
+	pkg, err := os.MkdirTemp(e.opts.TempRoot, "gilf-selfhost-")
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("self-host: packaging directory: %w", err)
+	}
+	defer func() {
+		if rerr := os.RemoveAll(pkg); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("self-host: remove packaging directory: %w", rerr))
+		}
+	}()
+	archivePath, shellPath, nonce, err := pack(ctx, pkg, req)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	secrets := append(slices.Clone(req.Secrets), e.opts.Secrets...)
+	parser := validation.NewMarkerParser(req.Plan, nonce, validation.CaptureOptions{
+		MaxOutputBytes: e.opts.MaxOutputBytes,
+		Secrets:        secrets,
+		Now:            time.Now,
+	})
+	obs := newObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
+	pr := runProcess(ctx, procSpec{
+		argv:      Argv(e.argv, archivePath, shellPath, e.opts.Timeout),
+		env:       e.env,
+		dir:       pkg,
+		stdout:    obs,
+		stderr:    obs,
+		timeout:   e.opts.Timeout,
+		killGrace: e.opts.KillGrace,
+		stepGrace: e.opts.StepGrace,
+		plan:      req.Plan,
+		events:    obs.events,
+		progress:  req.Progress,
+	})
+	res.Finished = time.Now()
+	if pr.startErr != nil {
+		return executors.Result{}, fmt.Errorf("self-host: start %s: %w", e.argv[0], pr.startErr)
+	}
+	steps, integrity := parser.Finish()
+	anyStart, open, tail := obs.state()
+	res.Steps = steps
+	for i := range res.Steps {
+		res.Steps[i].Cwd = archive.PackRoot
+	}
+	res.Notes = []string{
+		"step statuses were reported by the executor: the self-host command printed the markers; gilf did not observe the exit statuses",
+		fmt.Sprintf("network intent %q passed to the self-host command as %s; the command enforces it", e.opts.Network, NetworkEnv),
+	}
+	issues := splitIssues(integrity)
+	code, signal, exited := exitStatus(pr.waitErr)
+	switch {
+	case pr.stop == stopCancel:
+		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
+			"killed: the run was cancelled", "not run: the run was cancelled")
+		res.Integrity = strings.Join(issues, "; ")
+		return res, errors.Join(ctx.Err(), pr.killErr)
+	case pr.stop == stopTimeout && !anyStart:
+		return res, errors.Join(fmt.Errorf("self-host: the command printed no START marker within GILF_SELF_HOST_TIMEOUT_MS (%v); it was killed", e.opts.Timeout), pr.killErr)
+	case pr.stop == stopTimeout:
+		why := fmt.Sprintf("timed out: the self-host command exceeded GILF_SELF_HOST_TIMEOUT_MS (%v) and was killed", e.opts.Timeout)
+		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut, why,
+			"not run: the self-host command was killed at GILF_SELF_HOST_TIMEOUT_MS")
+	case pr.stop == stopStepTimeout:
+		st := req.Plan.Steps[pr.stopStep]
+		why := fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed the self-host command", st.Timeout, e.opts.StepGrace)
+		issues = markStopped(res.Steps, req.Plan, pr.stopStep, issues, validation.StatusTimedOut, why,
+			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
+	case !exited:
+		return res, fmt.Errorf("self-host: wait for %s: %w", e.argv[0], pr.waitErr)
+	case (code != 0 || signal != "") && !anyStart:
+		return res, fmt.Errorf("self-host: %s %s before printing any START marker; last output: %q",
+			e.argv[0], describeExit(code, signal), diagnostic(tail, secrets))
+	case code != 0 || signal != "":
+		issues = append(issues, fmt.Sprintf("the self-host command %s after printing markers", describeExit(code, signal)))
+	default:
+		if missing := unreported(res.Steps, req.Plan); len(missing) > 0 {
+			issues = append(issues, fmt.Sprintf("the self-host command exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
+		}
+	}
+	if errors.Is(pr.waitErr, exec.ErrWaitDelay) {
+		res.Notes = append(res.Notes, "the command's output stayed open after it exited; output after that was not read")
+	}
+	res.Integrity = strings.Join(issues, "; ")
+	if pr.killErr != nil {
+		return res, fmt.Errorf("self-host: cleanup: %w", pr.killErr)
+	}
+	return res, nil
+}
+
+// pack writes the repository archive and the marker shell into pkg.
+func pack(ctx context.Context, pkg string, req executors.Request) (archivePath, shellPath, nonce string, err error) {
+	nonce, err = validation.NewNonce()
+	if err != nil {
+		return "", "", "", fmt.Errorf("self-host: %w", err)
+	}
+	archivePath = filepath.Join(pkg, "repo.tar.gz")
+	f, err := os.OpenFile(archivePath, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", "", "", fmt.Errorf("self-host: create archive: %w", err)
+	}
+	perr := archive.Pack(ctx, req.Dir, f)
+	if cerr := f.Close(); perr == nil {
+		perr = cerr
+	}
+	if perr != nil {
+		return "", "", "", fmt.Errorf("self-host: pack %s: %w", req.Dir, perr)
+	}
+	shellPath = filepath.Join(pkg, "validate.sh")
+	if err := os.WriteFile(shellPath, validation.BuildShell(req.Plan, nonce), 0o600); err != nil {
+		return "", "", "", fmt.Errorf("self-host: write shell: %w", err)
+	}
+	return archivePath, shellPath, nonce, nil
+}

@@ -1,0 +1,187 @@
+package review
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+
+	"gopkg.in/yaml.v3"
+)
+
+// ConfigPath is where a repository keeps its gilf configuration. It is
+// read from the pull request's BASE branch, never from the head: a fork
+// must not be able to change its own validation policy.
+const ConfigPath = ".github/gilf.yml"
+
+// MaxConfigBytes caps .github/gilf.yml; a larger file is a config error.
+const MaxConfigBytes = 64 << 10
+
+// RepoConfig is .github/gilf.yml.
+type RepoConfig struct {
+	Validation ValidationConfig `yaml:"validation"`
+	Execution  ExecutionPolicy  `yaml:"execution"`
+	Review     ReviewConfig     `yaml:"review"`
+}
+
+// ValidationConfig is the validation section, shared by the worker
+// defaults (from the environment) and the repository's file.
+type ValidationConfig struct {
+	Provider        string        `yaml:"provider"`
+	CodeChangesOnly *bool         `yaml:"codeChangesOnly"`
+	Crabbox         CrabboxConfig `yaml:"crabbox"`
+	E2B             E2BConfig     `yaml:"e2b"`
+}
+
+// CrabboxConfig is the nested crabbox object: run-specific values win.
+type CrabboxConfig struct {
+	Provider string `yaml:"provider"`
+	Class    string `yaml:"class"`
+}
+
+// E2BConfig is the nested e2b object: run-specific values win.
+type E2BConfig struct {
+	Template  string `yaml:"template"`
+	TimeoutMs int64  `yaml:"timeoutMs"`
+	CPU       int    `yaml:"cpu"`
+	MemoryMB  int    `yaml:"memoryMb"`
+}
+
+// ReviewConfig says how the review is posted.
+type ReviewConfig struct {
+	// RequestChanges posts REQUEST_CHANGES instead of COMMENT when the
+	// validation failed.
+	RequestChanges bool `yaml:"requestChanges"`
+	// Drafts validates draft pull requests too.
+	Drafts bool `yaml:"drafts"`
+}
+
+// FetchedConfig is a repository config as loaded: expected problems are
+// data, not errors, so a broken file is reported on the PR and the worker
+// defaults apply.
+type FetchedConfig struct {
+	Config     RepoConfig
+	Found      bool
+	ParseError string
+}
+
+// ParseRepoConfig parses .github/gilf.yml strictly: unknown keys are an
+// error, so a typo never silently disables a policy.
+func ParseRepoConfig(b []byte) FetchedConfig {
+	if len(b) > MaxConfigBytes {
+		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s is %d bytes, over the %d-byte limit", ConfigPath, len(b), MaxConfigBytes)}
+	}
+	var c RepoConfig
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
+		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s: %v", ConfigPath, err)}
+	}
+	if err := c.Execution.validate(); err != nil {
+		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s: %v", ConfigPath, err)}
+	}
+	return FetchedConfig{Config: c, Found: true}
+}
+
+// MergeValidation is mergeValidationConfig: the worker defaults spread over
+// the run config at the top level, so a worker default that is supplied
+// wins for provider and codeChangesOnly; the nested crabbox and e2b objects
+// merge the other way, run-specific values winning.
+func MergeValidation(worker, run ValidationConfig) ValidationConfig {
+	out := run
+	if worker.Provider != "" {
+		out.Provider = worker.Provider
+	}
+	if worker.CodeChangesOnly != nil {
+		out.CodeChangesOnly = worker.CodeChangesOnly
+	}
+	if out.CodeChangesOnly == nil {
+		t := true
+		out.CodeChangesOnly = &t
+	}
+	out.Crabbox = CrabboxConfig{
+		Provider: firstNonEmpty(run.Crabbox.Provider, worker.Crabbox.Provider),
+		Class:    firstNonEmpty(run.Crabbox.Class, worker.Crabbox.Class),
+	}
+	out.E2B = E2BConfig{
+		Template:  firstNonEmpty(run.E2B.Template, worker.E2B.Template),
+		TimeoutMs: firstNonZero(run.E2B.TimeoutMs, worker.E2B.TimeoutMs),
+		CPU:       firstNonZero(run.E2B.CPU, worker.E2B.CPU),
+		MemoryMB:  firstNonZero(run.E2B.MemoryMB, worker.E2B.MemoryMB),
+	}
+	return out
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func firstNonZero[T int | int64](a, b T) T {
+	if a != 0 {
+		return a
+	}
+	return b
+}
+
+// Execution modes.
+const (
+	ModeAuto   = "auto"
+	ModeAlways = "always"
+	ModeNever  = "never"
+)
+
+// ExecutionPolicy is the execution section. Each non-empty filter must
+// match for validation to run.
+type ExecutionPolicy struct {
+	Mode     string   `yaml:"mode"`
+	Branches []string `yaml:"branches"` // base branch globs
+	Paths    []string `yaml:"paths"`    // any changed file matches
+	Authors  []string `yaml:"authors"`  // PR author logins
+	Labels   []string `yaml:"labels"`   // any PR label
+}
+
+func (p ExecutionPolicy) validate() error {
+	switch p.Mode {
+	case "", ModeAuto, ModeAlways, ModeNever:
+		return nil
+	}
+	return fmt.Errorf("execution.mode %q is not one of auto, always, never", p.Mode)
+}
+
+// PRFacts are what the policy looks at.
+type PRFacts struct {
+	BaseRef string
+	Author  string
+	Labels  []string
+	Files   []ChangedFile
+	Draft   bool
+}
+
+// Decide applies the execution policy. It runs first: never, or a filter
+// that does not match, disables validation; always permits execution but
+// neither overrides diff classification nor supplies an executor.
+func (p ExecutionPolicy) Decide(f PRFacts) (run bool, reason string) {
+	if p.Mode == ModeNever {
+		return false, "execution.mode is never in " + ConfigPath
+	}
+	if len(p.Branches) > 0 && !matchAny(p.Branches, f.BaseRef) {
+		return false, fmt.Sprintf("base branch %q matches none of execution.branches", f.BaseRef)
+	}
+	if len(p.Authors) > 0 && !slices.ContainsFunc(p.Authors, func(a string) bool { return strings.EqualFold(a, f.Author) }) {
+		return false, fmt.Sprintf("author %q is not in execution.authors", f.Author)
+	}
+	if len(p.Labels) > 0 && !slices.ContainsFunc(f.Labels, func(l string) bool { return slices.Contains(p.Labels, l) }) {
+		return false, "the pull request has none of execution.labels"
+	}
+	if len(p.Paths) > 0 && !slices.ContainsFunc(f.Files, func(c ChangedFile) bool {
+		return matchAny(p.Paths, c.Name) || (c.Previous != "" && matchAny(p.Paths, c.Previous))
+	}) {
+		return false, "no changed file matches execution.paths"
+	}
+	return true, ""
+}

@@ -1,0 +1,331 @@
+// Package review is the pipeline of SPEC §3 for one job: pull request →
+// diff classification → config → policy → checkout → plan → executor →
+// record → evidence → costs → render → post. It depends on small
+// interfaces for GitHub, evidence and costs; cmd/gilf wires the real ones.
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Job is one review job: a pull request head to validate.
+type Job struct {
+	ID             int64
+	InstallationID int64 // 0: the delivery carried no installation
+	Owner, Repo    string
+	Number         int
+	HeadSHA        string
+	Attempt        int
+}
+
+// FullName is owner/repo.
+func (j Job) FullName() string { return j.Owner + "/" + j.Repo }
+
+// PR is what the pipeline reads of a pull request.
+type PR struct {
+	HeadSHA string
+	// HeadRepoMissing is true when head.repo is null (the fork was
+	// deleted): there is nothing to check out.
+	HeadRepoMissing bool
+	BaseRef         string
+	Draft           bool
+	Author          string
+	Labels          []string
+}
+
+// PullRequests reads pull requests and base-branch files.
+type PullRequests interface {
+	PullRequest(ctx context.Context, j Job) (PR, error)
+	ChangedFiles(ctx context.Context, j Job) ([]ChangedFile, error)
+	// BaseFile reads path at ref; found is false when it does not exist.
+	BaseFile(ctx context.Context, j Job, ref, path string) (data []byte, found bool, err error)
+}
+
+// Checkouts downloads and safely extracts a head tarball under dst,
+// returning the repository root.
+type Checkouts interface {
+	Checkout(ctx context.Context, j Job, sha, dst string) (root string, err error)
+}
+
+// Publication is what gets posted for one job.
+type Publication struct {
+	HeadSHA    string
+	Body       string // includes the hidden job marker
+	Event      string // COMMENT or REQUEST_CHANGES
+	Conclusion string // success, failure, neutral, action_required
+	Title      string
+	Summary    string
+}
+
+// Publisher posts a review and a check run, idempotently: a retry finds
+// what an earlier attempt posted by the job marker and does not post
+// again.
+type Publisher interface {
+	Publish(ctx context.Context, j Job, p Publication) error
+}
+
+// Check-run conclusions.
+const (
+	ConclusionSuccess        = "success"
+	ConclusionFailure        = "failure"
+	ConclusionNeutral        = "neutral"
+	ConclusionActionRequired = "action_required"
+)
+
+// ConclusionFor maps an outcome to its check-run conclusion.
+func ConclusionFor(o validation.Outcome) string {
+	switch o {
+	case validation.OutcomePassed:
+		return ConclusionSuccess
+	case validation.OutcomeFailed:
+		return ConclusionFailure
+	case validation.OutcomeRefused:
+		return ConclusionActionRequired
+	default:
+		return ConclusionNeutral
+	}
+}
+
+// ErrStaleHead is returned by PullRequests implementations or detected by
+// the pipeline when the pull request moved on: the result is recorded, not
+// posted.
+var ErrStaleHead = errors.New("pull request head moved on")
+
+// Lanes runs the primary executor and, when configured, the shadow lane.
+// The default runs the primary only.
+type Lanes interface {
+	Run(ctx context.Context, primary executors.Executor, req executors.Request) (executors.Result, error, *ShadowReport)
+}
+
+// ShadowReport is the shadow lane's telemetry, opaque to the pipeline
+// except for storage and rendering.
+type ShadowReport struct {
+	Executor string
+	Status   string
+	Summary  string
+	Data     any
+}
+
+// Hooks are the optional stages after the run: evidence and costs. Each
+// may change the record's findings and add lines to the review; an error
+// in a hook is recorded on the result and the original findings stand.
+type Hooks interface {
+	AfterRun(ctx context.Context, j Job, rec *validation.Record, opts *RenderOptions, shadow *ShadowReport) []string
+}
+
+// Pipeline validates one job. Construct it with every required field set;
+// Lanes and Hooks are optional.
+type Pipeline struct {
+	PRs       PullRequests
+	Checkouts Checkouts
+	Publisher Publisher
+	Executors executors.Set
+	// Selection carries the worker's GILF_VALIDATION_EXECUTOR,
+	// GILF_VALIDATION_PROVIDER and GILF_ALLOW_LOCAL_VALIDATION; Provider is
+	// filled per job from the merged config.
+	Selection executors.Selection
+	// Worker is the worker's validation defaults (from the environment).
+	Worker      ValidationConfig
+	PlanOptions validation.PlanOptions
+	Secrets     []validation.Secret
+	WorkDir     string // where checkouts are extracted; one temp dir per job
+	Drafts      bool   // validate drafts by default
+	Lanes       Lanes
+	Hooks       Hooks
+	Logger      *slog.Logger
+}
+
+// Result is what one job produced.
+type Result struct {
+	Record validation.Record
+	Body   string
+	Posted bool
+	// Stale is true when the head moved on before posting: nothing was
+	// posted.
+	Stale  bool
+	Shadow *ShadowReport
+	// HookErrors are errors of the optional stages, recorded.
+	HookErrors []string
+}
+
+// Run validates one job. A returned error is an infrastructure failure
+// (GitHub, the sandbox API, the disk): the caller retries the job. Every
+// other ending — passed, failed, gap, skipped, refused, inconclusive — is
+// a Result.
+func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
+	log := p.Logger.With("job_id", j.ID, "repo", j.FullName(), "pr", j.Number, "head_sha", j.HeadSHA)
+	if j.InstallationID == 0 {
+		rec := NewRecord(RecordInput{Refusal: validation.Refuse(validation.CodeInstallationMissing,
+			"the webhook delivery carried no installation, so gilf cannot get a token for %s; install the GitHub App on the repository", j.FullName())})
+		log.Warn("job has no installation", "refusal_code", validation.CodeInstallationMissing)
+		return Result{Record: rec}, nil
+	}
+	pr, err := p.PRs.PullRequest(ctx, j)
+	if err != nil {
+		return Result{}, fmt.Errorf("get pull request: %w", err)
+	}
+	if pr.HeadSHA != "" && pr.HeadSHA != j.HeadSHA {
+		log.Info("head moved on before validation", "current_head", pr.HeadSHA)
+		return Result{Record: NewRecord(RecordInput{Skipped: "the pull request head moved on to " + pr.HeadSHA + " before validation started"}), Stale: true}, nil
+	}
+	v, err := p.validate(ctx, j, pr)
+	if err != nil {
+		return Result{}, err
+	}
+	res := Result{Record: v.rec, Shadow: v.shadow}
+	opts := RenderOptions{}
+	if p.Hooks != nil {
+		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res.Record, &opts, v.shadow)
+	}
+	opts.JobID = fmt.Sprint(j.ID)
+	res.Body = Render(res.Record, opts)
+
+	// A result for a stale head is recorded, not posted.
+	now, err := p.PRs.PullRequest(ctx, j)
+	if err != nil {
+		return res, fmt.Errorf("re-read pull request before posting: %w", err)
+	}
+	if now.HeadSHA != j.HeadSHA {
+		log.Info("head moved on during validation; result recorded, not posted", "current_head", now.HeadSHA)
+		res.Stale = true
+		return res, nil
+	}
+	cfgEvent := "COMMENT"
+	if v.requestChanges && res.Record.Outcome == validation.OutcomeFailed {
+		cfgEvent = "REQUEST_CHANGES"
+	}
+	pub := Publication{
+		HeadSHA: j.HeadSHA, Body: res.Body, Event: cfgEvent,
+		Conclusion: ConclusionFor(res.Record.Outcome),
+		Title:      Verdict(res.Record),
+		Summary:    res.Record.Reason,
+	}
+	if err := p.Publisher.Publish(ctx, j, pub); err != nil {
+		if errors.Is(err, ErrStaleHead) {
+			res.Stale = true
+			return res, nil
+		}
+		return res, fmt.Errorf("publish: %w", err)
+	}
+	res.Posted = true
+	log.Info("review posted", "outcome", res.Record.Outcome, "executor", res.Record.Executor)
+	return res, nil
+}
+
+// validated is what validate produced.
+type validated struct {
+	rec            validation.Record
+	shadow         *ShadowReport
+	requestChanges bool
+}
+
+// validate runs everything between the pull request and the record.
+func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error) {
+	var v validated
+	files, err := p.PRs.ChangedFiles(ctx, j)
+	if err != nil {
+		return v, fmt.Errorf("list changed files: %w", err)
+	}
+	cfgBytes, found, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ConfigPath)
+	if err != nil {
+		return v, fmt.Errorf("read %s from %s: %w", ConfigPath, pr.BaseRef, err)
+	}
+	var notes []string
+	var repoCfg RepoConfig
+	if found {
+		fc := ParseRepoConfig(cfgBytes)
+		if fc.ParseError != "" {
+			notes = append(notes, "repository config ignored: "+fc.ParseError)
+		} else {
+			repoCfg = fc.Config
+		}
+	}
+	v.requestChanges = repoCfg.Review.RequestChanges
+	merged := MergeValidation(p.Worker, repoCfg.Validation)
+
+	done := func(in RecordInput) (validated, error) {
+		in.Notes = notes
+		v.rec = NewRecord(in)
+		return v, nil
+	}
+	skip := func(reason string) (validated, error) { return done(RecordInput{Skipped: reason}) }
+	if pr.Draft && !p.Drafts && !repoCfg.Review.Drafts {
+		return skip("the pull request is a draft; drafts are not validated unless configured")
+	}
+	if run, why := repoCfg.Execution.Decide(PRFacts{BaseRef: pr.BaseRef, Author: pr.Author, Labels: pr.Labels, Files: files, Draft: pr.Draft}); !run {
+		return skip("execution policy: " + why)
+	}
+	if *merged.CodeChangesOnly {
+		attrs, _, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ".gitattributes")
+		if err != nil {
+			return v, fmt.Errorf("read .gitattributes: %w", err)
+		}
+		if c := ClassifyDiff(files, attrs); c.Skips() {
+			return skip(fmt.Sprintf("the diff is %s and codeChangesOnly is on", c))
+		}
+	}
+	if pr.HeadRepoMissing {
+		return done(RecordInput{Refusal: validation.Refuse(validation.CodeHeadRepositoryMissing,
+			"the pull request's head repository no longer exists (the fork was deleted), so there is nothing to check out")})
+	}
+
+	sel := p.Selection
+	sel.Provider = merged.Provider
+	choice := sel.Resolve()
+	notes = append(notes, choice.Note())
+	exec, ref := executors.Select(sel, p.Executors)
+	if ref != nil {
+		return done(RecordInput{Refusal: ref, Executor: choice.Name})
+	}
+
+	dir, err := os.MkdirTemp(p.WorkDir, "job-")
+	if err != nil {
+		return v, fmt.Errorf("make checkout dir: %w", err)
+	}
+	defer func() {
+		if err := os.RemoveAll(dir); err != nil {
+			p.Logger.Error("remove checkout", "dir", dir, "err", err)
+		}
+	}()
+	root, err := p.Checkouts.Checkout(ctx, j, j.HeadSHA, dir)
+	if err != nil {
+		return v, fmt.Errorf("check out %s: %w", j.HeadSHA, err)
+	}
+	plan := validation.BuildPlan(root, p.PlanOptions)
+	req := executors.Request{
+		Plan: plan, Dir: root, Secrets: p.Secrets,
+		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID)},
+	}
+	if plan.Gap != nil {
+		return done(RecordInput{Plan: plan, Executor: exec.Name()})
+	}
+	if p.Lanes != nil {
+		res, runErr, sh := p.Lanes.Run(ctx, exec, req)
+		v.shadow = sh
+		v.rec, err = recordFromRun(plan, exec, res, runErr, notes)
+	} else {
+		v.rec, err = Validate(ctx, exec, req, notes)
+	}
+	return v, err
+}
+
+// recordFromRun is Validate's record assembly for a run made elsewhere.
+func recordFromRun(plan validation.Plan, exec executors.Executor, res executors.Result, runErr error, notes []string) (validation.Record, error) {
+	in := RecordInput{Plan: plan, Executor: exec.Name(), Result: res, Notes: notes}
+	if runErr != nil {
+		var ref *validation.Refusal
+		if errors.As(runErr, &ref) {
+			in.Refusal, in.Result = ref, executors.Result{}
+			return NewRecord(in), nil
+		}
+		return validation.Record{}, fmt.Errorf("run %s: %w", exec.Name(), runErr)
+	}
+	return NewRecord(in), nil
+}

@@ -1,0 +1,714 @@
+package review
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// GitHubBodyLimit is the most characters GitHub accepts in a review or
+// comment body; over it the API answers 422 and the job would retry
+// forever.
+const GitHubBodyLimit = 65536
+
+// MaxBodyChars is the most a rendered body may hold, with room to spare
+// under GitHubBodyLimit. It is counted in bytes, which is never fewer than
+// the characters GitHub counts.
+const MaxBodyChars = 60000
+
+// Per-block limits, before the whole body is fitted to MaxBodyChars.
+const (
+	// DefaultFindingBodyChars is the most of one finding's body shown.
+	DefaultFindingBodyChars = 20000
+	// DefaultStepOutputChars is the most of one step's output shown in
+	// the record (the output of failed steps is in their findings).
+	DefaultStepOutputChars = 3000
+	// minFindingBodyChars is where cutting finding bodies stops and
+	// cutting step output starts.
+	minFindingBodyChars = 600
+	// minStepOutputChars is the smallest output block worth showing.
+	minStepOutputChars = 200
+)
+
+// EvidenceLine is one persisted artifact to list in the review. A URL is
+// shown as a link; a storage key is shown as a key, never as a link (it is
+// not a public URL).
+type EvidenceLine struct {
+	Kind string // test-output, log, …
+	Name string
+	URL  string
+	Key  string
+	// Note says what went wrong when the artifact was not persisted
+	// ("upload failed: …"); such a line has neither URL nor Key.
+	Note string
+}
+
+// CostLine is one lane's cost estimate. A nil USD means no estimate (no
+// rate card, or missing inputs) and is shown as such, never as $0.00.
+type CostLine struct {
+	Lane     string // primary, shadow
+	Executor string
+	USD      *float64
+	Note     string
+}
+
+// RenderOptions are what the review shows besides the record.
+type RenderOptions struct {
+	// JobID, when set, adds the hidden marker <!-- gilf:job=<id> --> that
+	// lets a retry find what it already posted.
+	JobID string
+	// Evidence lists persisted artifacts by step name; "" holds those of
+	// the whole run.
+	Evidence map[string][]EvidenceLine
+	// Costs are the estimates per lane.
+	Costs []CostLine
+	// Notes are extra lines from later stages (shadow lane, hooks).
+	Notes []string
+	// MaxChars overrides MaxBodyChars when positive and smaller.
+	MaxChars int
+}
+
+type limits struct {
+	finding int
+	output  int
+}
+
+// Render is the review body as a person reads it: a one-line verdict, the
+// reason when nothing was proven, findings, the validation record, notes,
+// evidence and cost estimates. It never exceeds MaxBodyChars: finding
+// bodies are cut first, then step output, each with a line saying so.
+func Render(rec validation.Record, opts RenderOptions) string {
+	maxChars := MaxBodyChars
+	if opts.MaxChars > 0 && opts.MaxChars < maxChars {
+		maxChars = opts.MaxChars
+	}
+	lim := limits{finding: DefaultFindingBodyChars, output: DefaultStepOutputChars}
+	for {
+		body := render(rec, opts, lim)
+		if len(body) <= maxChars {
+			return body
+		}
+		switch {
+		case lim.finding > minFindingBodyChars:
+			lim.finding = max(minFindingBodyChars, lim.finding/2)
+		case lim.output > 0:
+			lim.output /= 2
+			if lim.output < minStepOutputChars {
+				lim.output = 0
+			}
+		default:
+			return hardCut(body, maxChars)
+		}
+	}
+}
+
+func render(rec validation.Record, opts RenderOptions, lim limits) string {
+	var b strings.Builder
+	if id := safeMarker(opts.JobID); id != "" {
+		fmt.Fprintf(&b, "<!-- gilf:job=%s -->\n", id)
+	}
+	b.WriteString("## " + Verdict(rec) + "\n\n")
+	writeSummary(&b, rec)
+	writeFindings(&b, rec, opts, lim)
+	writeRecord(&b, rec, opts, lim)
+	writeCosts(&b, opts.Costs)
+	b.WriteString("<sub>Output from the pull request is shown redacted, inside code blocks; mentions and references in it are neutralised.</sub>\n")
+	return b.String()
+}
+
+// Verdict is the one-line verdict, plain text without markdown, as the
+// review's heading and a check run's title: "gilf validation: ❌ failed".
+func Verdict(rec validation.Record) string {
+	return "gilf validation: " + verdict(rec)
+}
+
+// verdict is the outcome in plain words. Only a passed outcome says
+// "passed"; gap, skipped, refused and inconclusive say "not validated"
+// or "inconclusive".
+func verdict(rec validation.Record) string {
+	switch rec.Outcome {
+	case validation.OutcomePassed:
+		return "✅ passed"
+	case validation.OutcomeFailed:
+		return "❌ failed"
+	case validation.OutcomeGap:
+		return "⚠️ not validated — nothing to run"
+	case validation.OutcomeSkipped:
+		return "⏭️ not validated — skipped"
+	case validation.OutcomeRefused:
+		return "🛑 not validated — refused"
+	case validation.OutcomeInconclusive:
+		return "❔ inconclusive — nothing was proven"
+	case validation.OutcomeError:
+		return "⚠️ not validated — infrastructure error"
+	}
+	return "❔ not validated — unknown outcome " + safeMarker(string(rec.Outcome))
+}
+
+// gapWords says each gap reason in plain words.
+func gapWords(r validation.GapReason) string {
+	switch r {
+	case validation.GapNoManifest:
+		return "the repository has no package.json at its root"
+	case validation.GapManifestUnreadable:
+		return "package.json could not be read"
+	case validation.GapManifestSymlink:
+		return "package.json is a symbolic link, which gilf does not follow"
+	case validation.GapManifestTooLarge:
+		return "package.json is larger than gilf reads"
+	case validation.GapManifestUnparseable:
+		return "package.json is not valid JSON"
+	case validation.GapScriptsInvalid:
+		return "the scripts field of package.json is not an object of strings"
+	case validation.GapNoScripts:
+		return "package.json has none of the scripts gilf runs (test, typecheck, lint, build)"
+	}
+	return "there is nothing to run"
+}
+
+func writeSummary(b *strings.Builder, rec validation.Record) {
+	switch rec.Outcome {
+	case validation.OutcomePassed, validation.OutcomeFailed:
+		b.WriteString(stepSummary(rec.Steps) + "\n\n")
+		if rec.Reason != "" {
+			b.WriteString(prose(rec.Reason) + "\n\n")
+		}
+		return
+	case validation.OutcomeGap:
+		why := "nothing to run"
+		if rec.Gap != nil {
+			why = gapWords(rec.Gap.Reason) + " (" + code(string(rec.Gap.Reason)) + ")"
+			if rec.Gap.Msg != "" {
+				why += ": " + prose(rec.Gap.Msg)
+			}
+		} else if rec.Reason != "" {
+			why = prose(rec.Reason)
+		}
+		b.WriteString("**Why:** " + why + "\n\n")
+	case validation.OutcomeRefused:
+		why := prose(rec.Reason)
+		if rec.Refusal != nil {
+			why = prose(rec.Refusal.Msg) + " (" + code(string(rec.Refusal.Code)) + ")"
+		}
+		b.WriteString("**Why:** " + why + "\n\n")
+	default:
+		if rec.Reason != "" {
+			b.WriteString("**Why:** " + prose(rec.Reason) + "\n\n")
+		}
+	}
+	switch rec.Outcome {
+	case validation.OutcomeInconclusive:
+		if anyRan(rec.Steps) {
+			b.WriteString("Steps ran, but their results prove nothing or cannot be trusted. This is not a pass.\n\n")
+		} else {
+			b.WriteString("No step ran as proof: every selected script is inconclusive. This is not a pass.\n\n")
+		}
+	case validation.OutcomeError:
+		b.WriteString("gilf's own infrastructure failed; the job is retried. This is not a test result.\n\n")
+	default:
+		b.WriteString("No script of this pull request was run as proof, so nothing in it was checked. This is not a pass.\n\n")
+	}
+}
+
+// stepSummary counts what ran: "3 of 4 steps ran; 1 failed: `test` (exit code 1)".
+func stepSummary(steps []validation.StepResult) string {
+	ran, passed := 0, 0
+	var bad []string
+	incon, notRun := 0, 0
+	for _, s := range steps {
+		switch s.Status {
+		case validation.StatusPassed:
+			ran++
+			passed++
+		case validation.StatusFailed, validation.StatusTimedOut, validation.StatusKilled:
+			ran++
+			bad = append(bad, code(s.Name)+" "+statusWords(s))
+		case validation.StatusInconclusive:
+			incon++
+		case validation.StatusNotRun:
+			notRun++
+		}
+	}
+	var parts []string
+	if len(bad) == 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d %s ran and passed", passed, len(steps), plural(len(steps), "step", "steps")))
+	} else {
+		parts = append(parts, fmt.Sprintf("%d of %d %s ran; %d did not pass: %s", ran, len(steps), plural(len(steps), "step", "steps"), len(bad), strings.Join(bad, ", ")))
+	}
+	if incon > 0 {
+		parts = append(parts, fmt.Sprintf("%d inconclusive (proves nothing, not run)", incon))
+	}
+	if notRun > 0 {
+		parts = append(parts, fmt.Sprintf("%d not run", notRun))
+	}
+	return strings.Join(parts, "; ") + "."
+}
+
+// statusWords is a step's ending in words: "failed (exit code 1)".
+func statusWords(s validation.StepResult) string {
+	switch s.Status {
+	case validation.StatusFailed:
+		if s.ExitCode != nil {
+			return fmt.Sprintf("failed (exit code %d)", *s.ExitCode)
+		}
+		return "failed"
+	case validation.StatusTimedOut:
+		return "timed out"
+	case validation.StatusKilled:
+		if s.Signal != "" {
+			return "killed (" + inline(s.Signal) + ")"
+		}
+		return "killed"
+	}
+	return inline(string(s.Status))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+func severityMark(s validation.Severity) string {
+	switch s {
+	case validation.SeverityBlocker:
+		return "🛑"
+	case validation.SeverityHigh:
+		return "🔴"
+	case validation.SeverityMedium:
+		return "🟠"
+	case validation.SeverityLow:
+		return "🟡"
+	}
+	return "⚪"
+}
+
+func writeFindings(b *strings.Builder, rec validation.Record, opts RenderOptions, lim limits) {
+	if len(rec.Findings) == 0 {
+		return
+	}
+	fmt.Fprintf(b, "### Findings (%d)\n\n", len(rec.Findings))
+	for i, f := range rec.Findings {
+		fmt.Fprintf(b, "#### %d. %s %s: %s\n\n", i+1, severityMark(f.Severity), inline(string(f.Severity)), prose(f.Title))
+		var meta []string
+		if f.Step != "" {
+			meta = append(meta, "step "+code(f.Step))
+		}
+		if f.Path != "" {
+			meta = append(meta, "path "+code(f.Path))
+		}
+		if f.EvidenceStatus != "" {
+			e := "evidence " + inline(f.EvidenceStatus)
+			if f.DowngradedReason != "" {
+				e += " — " + inline(f.DowngradedReason)
+			}
+			meta = append(meta, e)
+		}
+		if len(meta) > 0 {
+			b.WriteString(strings.Join(meta, " · ") + "\n\n")
+		}
+		if f.Body != "" {
+			body, cut := cutMiddle(sanitize(f.Body), lim.finding)
+			b.WriteString(fence(body))
+			if cut {
+				b.WriteString("\n_This finding's text was truncated to fit the review; the full output is in the evidence._\n")
+			}
+			b.WriteString("\n")
+		}
+		for _, ref := range f.Evidence {
+			b.WriteString("- " + evidenceRef(ref.Kind, ref.ID, ref.URL, ref.Key, "") + "\n")
+		}
+		if len(f.Evidence) > 0 {
+			b.WriteString("\n")
+		}
+	}
+}
+
+// evidenceRef renders one artifact: a link for an http(s) URL, a storage
+// key as a key.
+func evidenceRef(kind, name, url, key, note string) string {
+	label := inline(kind)
+	if name != "" {
+		label += " " + code(name)
+	}
+	switch {
+	case safeURL(url):
+		return label + ": [download](" + url + ")"
+	case key != "":
+		return label + ": stored under key " + code(key) + " (a storage key, not a public URL)"
+	case note != "":
+		return label + ": not stored — " + inline(note)
+	}
+	return label + ": not stored"
+}
+
+// safeURL accepts the URLs gilf's evidence store makes: http(s), with no
+// character that could end the markdown link.
+func safeURL(u string) bool {
+	if !strings.HasPrefix(u, "https://") && !strings.HasPrefix(u, "http://") {
+		return false
+	}
+	return !strings.ContainsFunc(u, func(r rune) bool {
+		return r <= ' ' || r > '~' || strings.ContainsRune("()<>[]`\\\"'", r)
+	})
+}
+
+func tierWords(t validation.Tier) string {
+	switch t {
+	case validation.TierReadOnly:
+		return "no network, hidden home, read-only root, cgroup limits"
+	case validation.TierNoNetwork:
+		return "private root, read-only checkout except the workspace, private home and process space, no network; no cgroup limits"
+	case validation.TierNone:
+		return "no namespaces: process and path hardening only"
+	case validation.TierRemote:
+		return "a remote machine gilf does not observe"
+	}
+	return ""
+}
+
+func writeRecord(b *strings.Builder, rec validation.Record, opts RenderOptions, lim limits) {
+	b.WriteString("### Validation record\n\n| | |\n|---|---|\n")
+	row := func(k, v string) { b.WriteString("| " + k + " | " + v + " |\n") }
+	row("Outcome", code(string(rec.Outcome)))
+	if rec.Executor != "" {
+		row("Executor", code(rec.Executor))
+	} else {
+		row("Executor", "none chosen")
+	}
+	if rec.IsolationTier != "" {
+		tier := code(string(rec.IsolationTier))
+		if w := tierWords(rec.IsolationTier); w != "" {
+			tier += ": " + w
+		}
+		row("Isolation tier", tier)
+	} else {
+		row("Isolation tier", "none established (nothing ran)")
+	}
+	if rec.PackageManager != "" {
+		pm := code(string(rec.PackageManager))
+		if v := rec.Platform.PackageManagerVersion; v != "" {
+			pm += " " + inline(v)
+		}
+		row("Package manager", pm)
+	}
+	if p := platformWords(rec.Platform); p != "" {
+		row("Platform", p)
+	}
+	if !rec.Started.IsZero() {
+		when := rec.Started.UTC().Format(time.RFC3339)
+		if !rec.Finished.IsZero() && !rec.Finished.Before(rec.Started) {
+			when += ", took " + duration(rec.Finished.Sub(rec.Started))
+		}
+		row("Started", when)
+	}
+	if rec.ReportedByExecutor {
+		row("Statuses", "reported by the executor (printed markers), not observed by gilf")
+	}
+	if rec.Integrity != "" {
+		row("Integrity", inline(rec.Integrity))
+	}
+	if rec.Redactions > 0 {
+		row("Redactions", fmt.Sprintf("%d secret %s redacted from the output", rec.Redactions, plural(rec.Redactions, "value", "values")))
+	}
+	if len(rec.SecretsWithheld) > 0 {
+		names := make([]string, len(rec.SecretsWithheld))
+		for i, n := range rec.SecretsWithheld {
+			names[i] = code(n)
+		}
+		row("Secrets withheld", strings.Join(names, ", ")+" (names only; values never entered the sandbox)")
+	}
+	b.WriteString("\n")
+	writeSteps(b, rec.Steps)
+	writeOutputs(b, rec, lim)
+	writeNotes(b, append(slices.Clone(rec.Notes), opts.Notes...))
+	writeEvidence(b, rec.Steps, opts.Evidence)
+}
+
+func platformWords(p validation.Platform) string {
+	var parts []string
+	if p.OS != "" || p.Arch != "" {
+		parts = append(parts, inline(strings.Trim(p.OS+"/"+p.Arch, "/")))
+	}
+	if p.Kernel != "" {
+		parts = append(parts, "kernel "+inline(p.Kernel))
+	}
+	if p.Node != "" {
+		parts = append(parts, "node "+inline(p.Node))
+	}
+	return strings.Join(parts, " · ")
+}
+
+func statusLabel(s validation.StepResult) string {
+	var l string
+	switch s.Status {
+	case validation.StatusPassed:
+		l = "✅ passed"
+	case validation.StatusFailed:
+		l = "❌ failed"
+	case validation.StatusTimedOut:
+		l = "⏱️ timed out"
+	case validation.StatusKilled:
+		l = "💥 killed"
+	case validation.StatusNotRun:
+		l = "⏭️ not run"
+	case validation.StatusInconclusive:
+		l = "❔ inconclusive"
+	default:
+		l = code(string(s.Status))
+	}
+	if s.Reported {
+		l += " (reported by the executor)"
+	}
+	if s.Reason != "" && !strings.EqualFold(strings.ReplaceAll(s.Reason, "_", " "), strings.ReplaceAll(string(s.Status), "_", " ")) {
+		l += " — " + prose(s.Reason)
+	}
+	return l
+}
+
+func anyRan(steps []validation.StepResult) bool {
+	return slices.ContainsFunc(steps, ran)
+}
+
+func ran(s validation.StepResult) bool {
+	switch s.Status {
+	case validation.StatusPassed, validation.StatusFailed, validation.StatusTimedOut, validation.StatusKilled:
+		return true
+	}
+	return false
+}
+
+func writeSteps(b *strings.Builder, steps []validation.StepResult) {
+	if len(steps) == 0 {
+		b.WriteString("No steps were planned.\n\n")
+		return
+	}
+	b.WriteString("| Step | Command | Status | Exit | Duration | Network | Timeout | Output |\n")
+	b.WriteString("|---|---|---|---|---|---|---|---|\n")
+	for _, s := range steps {
+		exit := "—"
+		switch {
+		case s.ExitCode != nil:
+			exit = fmt.Sprint(*s.ExitCode)
+		case s.Signal != "":
+			exit = "signal " + inline(s.Signal)
+		}
+		dur, out := "—", "—"
+		if ran(s) {
+			dur = duration(s.Duration)
+			if s.Duration == 0 && s.DurationMs > 0 {
+				dur = duration(time.Duration(s.DurationMs) * time.Millisecond)
+			}
+			out = outputWords(s.Output)
+		}
+		timeout := "—"
+		if s.TimeoutMs > 0 {
+			timeout = duration(time.Duration(s.TimeoutMs) * time.Millisecond)
+		}
+		network := "—"
+		if s.Network != "" {
+			network = inline(string(s.Network))
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
+			code(s.Name), code(shellJoin(s.Argv)), statusLabel(s), exit, dur, network, timeout, out)
+	}
+	b.WriteString("\n")
+}
+
+func outputWords(o validation.Output) string {
+	if o.Bytes == 0 {
+		return "none"
+	}
+	w := size(o.Bytes)
+	if o.Truncated {
+		w += ", truncated"
+	}
+	if o.Redactions > 0 {
+		w += fmt.Sprintf(", %d %s", o.Redactions, plural(o.Redactions, "redaction", "redactions"))
+	}
+	return w
+}
+
+// writeOutputs shows, folded, the output of steps that ran and have no
+// finding (a failed step's output is in its finding).
+func writeOutputs(b *strings.Builder, rec validation.Record, lim limits) {
+	inFinding := map[string]bool{}
+	for _, f := range rec.Findings {
+		if f.Body != "" {
+			inFinding[f.Step] = true
+		}
+	}
+	first := true
+	for _, s := range rec.Steps {
+		if !ran(s) || s.Output.Bytes == 0 || inFinding[s.Name] {
+			continue
+		}
+		if first {
+			b.WriteString("#### Step output\n\n")
+			first = false
+		}
+		fmt.Fprintf(b, "<details><summary>%s output: %s</summary>\n\n", htmlText(s.Name), htmlText(outputWords(s.Output)))
+		if lim.output == 0 {
+			b.WriteString("_Output left out to fit the review; it is in the evidence._\n\n</details>\n\n")
+			continue
+		}
+		text := sanitize(outputText(s.Output))
+		text, cut := cutMiddle(text, lim.output)
+		b.WriteString(fence(text))
+		if cut {
+			b.WriteString("\n_Truncated to fit the review._\n")
+		}
+		b.WriteString("\n</details>\n\n")
+	}
+}
+
+// outputText joins what an executor kept of a stream, saying where bytes
+// were dropped.
+func outputText(o validation.Output) string {
+	if !o.Truncated {
+		return o.Head + o.Tail
+	}
+	head := strings.TrimSuffix(o.Head, "\n")
+	return head + fmt.Sprintf("\n[… the executor kept only the head and tail of %s of output …]\n", size(o.Bytes)) + o.Tail
+}
+
+func writeNotes(b *strings.Builder, notes []string) {
+	if len(notes) == 0 {
+		return
+	}
+	b.WriteString("#### Notes\n\n")
+	for _, n := range notes {
+		b.WriteString("- " + prose(n) + "\n")
+	}
+	b.WriteString("\n")
+}
+
+func writeEvidence(b *strings.Builder, steps []validation.StepResult, ev map[string][]EvidenceLine) {
+	if len(ev) == 0 {
+		return
+	}
+	// Steps in plan order, then the run's own, then any other key sorted.
+	var keys []string
+	seen := map[string]bool{}
+	for _, s := range steps {
+		if len(ev[s.Name]) > 0 && !seen[s.Name] {
+			keys = append(keys, s.Name)
+			seen[s.Name] = true
+		}
+	}
+	var rest []string
+	for k := range ev {
+		if !seen[k] && len(ev[k]) > 0 {
+			rest = append(rest, k)
+		}
+	}
+	slices.Sort(rest)
+	keys = append(keys, rest...)
+	if len(keys) == 0 {
+		return
+	}
+	b.WriteString("#### Evidence\n\n")
+	for _, k := range keys {
+		for _, e := range ev[k] {
+			prefix := "run"
+			if k != "" {
+				prefix = code(k)
+			}
+			b.WriteString("- " + prefix + " · " + evidenceRef(e.Kind, e.Name, e.URL, e.Key, e.Note) + "\n")
+		}
+	}
+	b.WriteString("\n")
+}
+
+func writeCosts(b *strings.Builder, costs []CostLine) {
+	if len(costs) == 0 {
+		return
+	}
+	b.WriteString("### Cost estimates\n\nEstimates from wall-clock time and published rates, not bills.\n\n")
+	b.WriteString("| Lane | Executor | Estimate | Note |\n|---|---|---|---|\n")
+	for _, c := range costs {
+		note := "—"
+		if c.Note != "" {
+			note = inline(c.Note)
+		}
+		fmt.Fprintf(b, "| %s | %s | %s | %s |\n", inline(c.Lane), code(c.Executor), usd(c.USD), note)
+	}
+	b.WriteString("\n")
+}
+
+// usd shows an estimate; nil is "no estimate", never $0.00.
+func usd(v *float64) string {
+	switch {
+	case v == nil:
+		return "no estimate"
+	case *v == 0:
+		return "≈ $0 (estimate)"
+	case *v < 0.0001:
+		return "< $0.0001 (estimate)"
+	}
+	return fmt.Sprintf("≈ $%.4f (estimate)", *v)
+}
+
+func duration(d time.Duration) string {
+	switch {
+	case d < time.Second:
+		return fmt.Sprintf("%d ms", d.Milliseconds())
+	case d < time.Minute:
+		return fmt.Sprintf("%.1f s", d.Seconds())
+	case d < time.Hour:
+		m := int(d / time.Minute)
+		s := int((d % time.Minute) / time.Second)
+		if s == 0 {
+			return fmt.Sprintf("%d min", m)
+		}
+		return fmt.Sprintf("%d min %d s", m, s)
+	}
+	return fmt.Sprintf("%.1f h", d.Hours())
+}
+
+func size(n int64) string {
+	switch {
+	case n < 1024:
+		return fmt.Sprintf("%d B", n)
+	case n < 1024*1024:
+		return fmt.Sprintf("%.1f KiB", float64(n)/1024)
+	case n < 1024*1024*1024:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1024*1024))
+	}
+	return fmt.Sprintf("%.1f GiB", float64(n)/(1024*1024*1024))
+}
+
+// hardCut is the last resort when even the smallest blocks do not fit
+// (thousands of notes): it keeps whole lines up to the limit, closes a
+// fence left open and says the rest was cut.
+func hardCut(body string, limit int) string {
+	const tail = "\n_gilf cut the rest of this review to fit GitHub's size limit._\n"
+	var b strings.Builder
+	open := ""
+	for line := range strings.Lines(body) {
+		closing := 0
+		if open != "" {
+			closing = len(open) + 1
+		}
+		if b.Len()+len(line)+closing+len(tail) > limit {
+			break
+		}
+		b.WriteString(line)
+		t := strings.TrimRight(line, "\n")
+		switch {
+		case open == "" && strings.HasPrefix(t, "```"):
+			open = t[:longestRun(t, '`')]
+		case open != "" && t == open:
+			open = ""
+		}
+	}
+	if open != "" {
+		b.WriteString(open + "\n")
+	}
+	b.WriteString(tail)
+	return b.String()
+}

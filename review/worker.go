@@ -1,0 +1,173 @@
+package review
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+)
+
+// Claim is a leased job. Token is the fencing token every state change
+// carries: a claim whose lease was taken over can no longer finish.
+type Claim struct {
+	Job   Job
+	Token int64
+}
+
+// Queue is the durable job queue (the store).
+type Queue interface {
+	// Claim leases the next runnable job; ok is false when none is due.
+	Claim(ctx context.Context, owner string, lease time.Duration) (c Claim, ok bool, err error)
+	// Heartbeat extends the lease; it fails once the lease was lost.
+	Heartbeat(ctx context.Context, c Claim, lease time.Duration) error
+	// Complete stores the result and ends the job.
+	Complete(ctx context.Context, c Claim, res Result) error
+	// Retry releases the job for a later attempt after an infrastructure
+	// failure (backoff, or dead after the last attempt).
+	Retry(ctx context.Context, c Claim, cause error) error
+}
+
+// Runner runs one job; *Pipeline is the real one.
+type Runner interface {
+	Run(ctx context.Context, j Job) (Result, error)
+}
+
+// Worker defaults.
+const (
+	DefaultLease        = 2 * time.Minute
+	DefaultPollInterval = time.Second
+	// DefaultDrain is how long shutdown lets running jobs finish before
+	// cancelling them and releasing their leases.
+	DefaultDrain = 30 * time.Second
+)
+
+// Worker claims jobs and runs them, Concurrency at a time.
+type Worker struct {
+	Queue        Queue
+	Runner       Runner
+	Owner        string // unique per process: lease owner
+	Concurrency  int
+	Lease        time.Duration
+	PollInterval time.Duration
+	Drain        time.Duration
+	Logger       *slog.Logger
+	// Wake, when set, is signalled by intake after a job was committed so
+	// an idle worker claims it at once instead of at the next poll.
+	Wake <-chan struct{}
+}
+
+func (w *Worker) lease() time.Duration { return orDefault(w.Lease, DefaultLease) }
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Run claims and runs jobs until ctx is cancelled, then stops claiming,
+// lets running jobs finish for up to Drain, cancels what remains (their
+// leases are released for a retry) and returns once every job goroutine
+// has ended.
+func (w *Worker) Run(ctx context.Context) error {
+	n := max(w.Concurrency, 1)
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelJobs()
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.loop(ctx, jobCtx, fmt.Sprintf("%s/%d", w.Owner, i))
+		}()
+	}
+	<-ctx.Done()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(orDefault(w.Drain, DefaultDrain)):
+		w.Logger.Warn("drain timeout: cancelling running jobs")
+		cancelJobs()
+		<-done
+	}
+	return nil
+}
+
+func (w *Worker) loop(ctx, jobCtx context.Context, owner string) {
+	poll := orDefault(w.PollInterval, DefaultPollInterval)
+	for ctx.Err() == nil {
+		c, ok, err := w.Queue.Claim(ctx, owner, w.lease())
+		if err != nil {
+			if ctx.Err() == nil {
+				w.Logger.Error("claim job", "err", err)
+			}
+		}
+		if err != nil || !ok {
+			select {
+			case <-ctx.Done():
+			case <-time.After(poll):
+			case <-w.Wake:
+			}
+			continue
+		}
+		w.runOne(jobCtx, c)
+	}
+}
+
+// runOne runs a claimed job with a heartbeat; a lost lease cancels it.
+func (w *Worker) runOne(ctx context.Context, c Claim) {
+	log := w.Logger.With("job_id", c.Job.ID, "repo", c.Job.FullName(), "pr", c.Job.Number, "head_sha", c.Job.HeadSHA)
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	hbDone := make(chan struct{})
+	go func() {
+		defer close(hbDone)
+		t := time.NewTicker(w.lease() / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := w.Queue.Heartbeat(ctx, c, w.lease()); err != nil {
+					log.Error("heartbeat failed; abandoning job", "err", err)
+					cancel(fmt.Errorf("lease lost: %w", err))
+					return
+				}
+			}
+		}
+	}()
+	res, err := w.runSafely(ctx, c.Job)
+	lost := context.Cause(ctx)
+	cancel(nil)
+	<-hbDone
+	// Store updates use a fresh context: the job's may be cancelled, and a
+	// result that was produced must still be recorded.
+	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer scancel()
+	switch {
+	case lost != nil && !errors.Is(lost, context.Canceled):
+		log.Warn("job abandoned", "err", lost)
+	case err != nil:
+		log.Warn("job failed; will retry", "err", err)
+		if rerr := w.Queue.Retry(sctx, c, err); rerr != nil {
+			log.Error("release job for retry", "err", rerr)
+		}
+	default:
+		if cerr := w.Queue.Complete(sctx, c, res); cerr != nil {
+			log.Error("complete job", "err", cerr)
+		}
+	}
+}
+
+func (w *Worker) runSafely(ctx context.Context, j Job) (res Result, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("pipeline panicked: %v", p)
+		}
+	}()
+	return w.Runner.Run(ctx, j)
+}

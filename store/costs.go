@@ -1,0 +1,61 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+)
+
+// SpendSince sums the known (non-null) estimated cost of an executor's
+// spans, both lanes, that started at or after since. Unknown costs add
+// nothing: the sum is a floor, not a bill.
+func (d *DB) SpendSince(ctx context.Context, executor string, since time.Time) (float64, error) {
+	var usd float64
+	if err := d.r.QueryRowContext(ctx, `SELECT TOTAL(usd) FROM cost_spans WHERE executor = ? AND started_at >= ?`,
+		executor, since.UnixMilli()).Scan(&usd); err != nil {
+		return 0, fmt.Errorf("spend of %s since %s: %w", executor, since.Format(time.RFC3339), err)
+	}
+	return usd, nil
+}
+
+// DayCost is the cost of one executor's lane on one UTC day.
+type DayCost struct {
+	Day      string // 2006-01-02, UTC
+	Executor string
+	Lane     Lane
+	Spans    int
+	Priced   int      // spans with a known cost
+	USD      *float64 // sum of known costs; nil when no span had one
+	Seconds  float64  // wall time of all spans
+}
+
+// CostsByDay groups the cost spans started at or after since by UTC day,
+// executor and lane, oldest day first.
+func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
+	rows, err := d.r.QueryContext(ctx, `SELECT strftime('%Y-%m-%d', started_at / 1000, 'unixepoch') AS day,
+			executor, lane, COUNT(*), COUNT(usd), SUM(usd), TOTAL(finished_at - started_at) / 1000.0
+		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
+		since.UnixMilli())
+	if err != nil {
+		return nil, fmt.Errorf("costs by day: %w", err)
+	}
+	defer rows.Close()
+	out := []DayCost{}
+	for rows.Next() {
+		var c DayCost
+		var usd sql.NullFloat64
+		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds); err != nil {
+			return nil, fmt.Errorf("costs by day: %w", err)
+		}
+		if usd.Valid {
+			v := usd.Float64
+			c.USD = &v
+		}
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("costs by day: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,230 @@
+// Package store keeps gilf's durable state in SQLite (modernc.org/sqlite, no
+// cgo): webhook deliveries, review jobs with their leases and retries, and
+// everything a run produced (steps, findings, artifacts, cost spans, shadow
+// telemetry, posted reviews).
+//
+// Writes go through one writer connection whose transactions begin
+// IMMEDIATE, so a transaction never has to upgrade a read lock to a write
+// lock (the upgrade is what fails with SQLITE_BUSY despite busy_timeout).
+// Webhook deliveries are group-committed: one goroutine batches the pending
+// deliveries into a single transaction and each caller waits for its
+// batch's commit. Reads use their own pool of query-only connections; in
+// WAL mode they never wait for the writer.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
+)
+
+// Defaults for Options. Each is a named limit with a test at its boundary.
+const (
+	// DefaultBusyTimeout is how long a connection waits for a lock another
+	// connection holds before the statement fails with SQLITE_BUSY. The
+	// webhook answers 503 when it runs out, well inside GitHub's 10 s.
+	DefaultBusyTimeout = 5 * time.Second
+	// DefaultSynchronous is the durability level. FULL syncs the WAL on
+	// every commit, so an acknowledged delivery survives power loss, not
+	// only a process crash; group commit pays one sync per batch.
+	DefaultSynchronous = SynchronousNormal
+	// DefaultMaxAttempts is how many times a job is claimed before a
+	// transient failure or an expired lease ends it dead.
+	DefaultMaxAttempts = 5
+	// DefaultRetryBase and DefaultRetryCap bound the exponential backoff
+	// between attempts: base·2^(attempt-1), capped, with jitter.
+	DefaultRetryBase = 30 * time.Second
+	DefaultRetryCap  = 30 * time.Minute
+	// DefaultMaxBatch is the most deliveries one group commit holds.
+	DefaultMaxBatch = 256
+	// DefaultReadConns is the size of the read pool.
+	DefaultReadConns = 4
+)
+
+// Synchronous is SQLite's PRAGMA synchronous level for the writer.
+type Synchronous string
+
+const (
+	// SynchronousNormal in WAL mode survives a process crash; a power loss
+	// may roll back the last commits.
+	SynchronousNormal Synchronous = "NORMAL"
+	// SynchronousFull in WAL mode survives power loss.
+	SynchronousFull Synchronous = "FULL"
+)
+
+// Options tune a DB. The zero value means every default.
+type Options struct {
+	BusyTimeout time.Duration
+	Synchronous Synchronous
+	MaxAttempts int
+	RetryBase   time.Duration
+	RetryCap    time.Duration
+	MaxBatch    int
+	ReadConns   int
+	// Now is the clock for every stored time and lease; default time.Now.
+	Now func() time.Time
+	// Jitter returns a uniform value in [0, 1) for retry backoff; default
+	// math/rand/v2.
+	Jitter func() float64
+}
+
+func (o Options) withDefaults() Options {
+	if o.BusyTimeout <= 0 {
+		o.BusyTimeout = DefaultBusyTimeout
+	}
+	if o.Synchronous == "" {
+		o.Synchronous = DefaultSynchronous
+	}
+	if o.MaxAttempts <= 0 {
+		o.MaxAttempts = DefaultMaxAttempts
+	}
+	if o.RetryBase <= 0 {
+		o.RetryBase = DefaultRetryBase
+	}
+	if o.RetryCap <= 0 {
+		o.RetryCap = DefaultRetryCap
+	}
+	if o.MaxBatch <= 0 {
+		o.MaxBatch = DefaultMaxBatch
+	}
+	if o.ReadConns <= 0 {
+		o.ReadConns = DefaultReadConns
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+	if o.Jitter == nil {
+		o.Jitter = rand.Float64
+	}
+	return o
+}
+
+// DB is gilf's store. It is safe for concurrent use, also by several
+// processes sharing one file.
+type DB struct {
+	w      *sql.DB // one connection, BEGIN IMMEDIATE
+	r      *sql.DB // query-only pool
+	log    *slog.Logger
+	opts   Options
+	stmts  intakeStmts
+	reqs   chan *intakeReq
+	quit   chan struct{}
+	wg     sync.WaitGroup
+	closer sync.Once
+}
+
+// Open opens (creating when missing) the SQLite database at path, applies
+// pending migrations one per transaction, and starts the group-commit
+// writer. Close releases it.
+func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (*DB, error) {
+	if logger == nil {
+		return nil, errors.New("open store: nil logger")
+	}
+	if path == "" || strings.ContainsAny(path, "?#") {
+		return nil, fmt.Errorf("open store: invalid database path %q (empty, or holds '?' or '#')", path)
+	}
+	opts = opts.withDefaults()
+	switch opts.Synchronous {
+	case SynchronousNormal, SynchronousFull:
+	default:
+		return nil, fmt.Errorf("open store: unknown synchronous level %q", opts.Synchronous)
+	}
+	w, err := sql.Open("sqlite", dsn(path, opts, false))
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxLifetime(0)
+	w.SetConnMaxIdleTime(0)
+	if err := migrate(ctx, w, opts.Now, logger); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
+	}
+	r, err := sql.Open("sqlite", dsn(path, opts, true))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
+	}
+	r.SetMaxOpenConns(opts.ReadConns)
+	r.SetMaxIdleConns(opts.ReadConns)
+	if err := r.PingContext(ctx); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", path, err), r.Close(), w.Close())
+	}
+	d := &DB{w: w, r: r, log: logger, opts: opts, reqs: make(chan *intakeReq), quit: make(chan struct{})}
+	if err := d.stmts.prepare(ctx, w); err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), w.Close())
+	}
+	d.wg.Add(1)
+	go d.writer(context.WithoutCancel(ctx))
+	return d, nil
+}
+
+// dsn builds the modernc connection string: WAL, busy_timeout, foreign
+// keys, and IMMEDIATE write transactions (or query_only for readers).
+func dsn(path string, o Options, readOnly bool) string {
+	q := url.Values{}
+	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
+	q.Add("_pragma", "journal_mode(WAL)")
+	q.Add("_pragma", "foreign_keys(1)")
+	q.Add("_pragma", "synchronous("+string(o.Synchronous)+")")
+	if readOnly {
+		q.Add("_pragma", "query_only(1)")
+	} else {
+		q.Set("_txlock", "immediate")
+	}
+	return path + "?" + q.Encode()
+}
+
+// Ping checks that both pools answer.
+func (d *DB) Ping(ctx context.Context) error {
+	if err := d.w.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping store writer: %w", err)
+	}
+	if err := d.r.PingContext(ctx); err != nil {
+		return fmt.Errorf("ping store readers: %w", err)
+	}
+	return nil
+}
+
+// Close stops the group-commit writer (deliveries already taken into a
+// batch are committed first; later ones get ErrClosed) and closes both
+// pools. It is safe to call more than once.
+func (d *DB) Close() error {
+	var err error
+	d.closer.Do(func() {
+		close(d.quit)
+		d.wg.Wait()
+		err = errors.Join(d.stmts.close(), d.r.Close(), d.w.Close())
+		if err != nil {
+			err = fmt.Errorf("close store: %w", err)
+		}
+	})
+	return err
+}
+
+func (d *DB) nowMs() int64 { return d.opts.Now().UnixMilli() }
+
+func ms(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixMilli()
+}
+
+func fromMs(v int64) time.Time {
+	if v == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(v).UTC()
+}
+
+func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }

@@ -1,0 +1,166 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"io"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/migrations"
+)
+
+func TestLoadMigrations(t *testing.T) {
+	tests := []struct {
+		name    string
+		fs      fstest.MapFS
+		want    []int
+		wantErr string
+	}{
+		{"ordered by number", fstest.MapFS{"0002_b.sql": {}, "0001_a.sql": {}, "0010_c.sql": {}}, []int{1, 2, 10}, ""},
+		{"bad name", fstest.MapFS{"1_a.sql": {}}, nil, "not NNNN_name.sql"},
+		{"not sql", fstest.MapFS{"0001_a.txt": {}}, nil, "not NNNN_name.sql"},
+		{"duplicate number", fstest.MapFS{"0001_a.sql": {}, "0001_b.sql": {}}, nil, "share number 1"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ms, err := loadMigrations(tt.fs)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []int
+			for _, m := range ms {
+				got = append(got, m.version)
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Fatalf("versions (-want +got):\n%s", diff)
+			}
+		})
+	}
+	if _, err := loadMigrations(migrations.FS); err != nil {
+		t.Fatalf("embedded migrations: %v", err)
+	}
+}
+
+// TestMigrateOnePerTransaction: a failing migration leaves the earlier
+// ones applied and recorded and itself neither applied nor recorded; a
+// rerun is a no-op; a database newer than the binary is refused.
+func TestMigrateOnePerTransaction(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	path := filepath.Join(t.TempDir(), "m.db")
+	w, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	w.SetMaxOpenConns(1)
+	fsys := fstest.MapFS{
+		"0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
+		"0002_b.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); CREATE TABLE a (y INTEGER);`)}, // fails: a exists
+	}
+	if err := migrateFS(ctx, w, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
+		t.Fatalf("err = %v, want migration 0002 to fail", err)
+	}
+	versions := func() []int {
+		var out []int
+		rows, err := w.Query(`SELECT version FROM schema_migrations ORDER BY version`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var v int
+			if err := rows.Scan(&v); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	if diff := cmp.Diff([]int{1}, versions()); diff != "" {
+		t.Fatalf("recorded (-want +got):\n%s", diff)
+	}
+	var n int
+	if err := w.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE name = 'b'`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("half-applied migration left table b: %d %v", n, err)
+	}
+	fsys["0002_b.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE b (x INTEGER);`)}
+	for range 2 {
+		if err := migrateFS(ctx, w, fsys, time.Now, log); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if diff := cmp.Diff([]int{1, 2}, versions()); diff != "" {
+		t.Fatalf("recorded (-want +got):\n%s", diff)
+	}
+	delete(fsys, "0002_b.sql")
+	if err := migrateFS(ctx, w, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+		t.Fatalf("older binary on a newer database: %v", err)
+	}
+}
+
+func TestOpenRejectsBadInput(t *testing.T) {
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	for _, tt := range []struct {
+		name string
+		path string
+		log  *slog.Logger
+		opts Options
+	}{
+		{"empty path", "", log, Options{}},
+		{"query in path", filepath.Join(t.TempDir(), "x.db?mode=ro"), log, Options{}},
+		{"nil logger", filepath.Join(t.TempDir(), "x.db"), nil, Options{}},
+		{"bad synchronous", filepath.Join(t.TempDir(), "x.db"), log, Options{Synchronous: "OFF"}},
+		{"missing directory", filepath.Join(t.TempDir(), "no", "such", "dir", "x.db"), log, Options{}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			db, err := Open(context.Background(), tt.path, tt.log, tt.opts)
+			if err == nil {
+				db.Close()
+				t.Fatal("Open succeeded")
+			}
+		})
+	}
+}
+
+func TestOpenSetsPragmas(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "p.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tt := range []struct {
+		pool *sql.DB
+		q    string
+		want string
+	}{
+		{db.w, "PRAGMA journal_mode", "wal"},
+		{db.w, "PRAGMA busy_timeout", "5000"},
+		{db.w, "PRAGMA foreign_keys", "1"},
+		{db.w, "PRAGMA synchronous", "2"}, // FULL
+		{db.r, "PRAGMA query_only", "1"},
+		{db.r, "PRAGMA busy_timeout", "5000"},
+	} {
+		var got string
+		if err := tt.pool.QueryRow(tt.q).Scan(&got); err != nil || got != tt.want {
+			t.Errorf("%s = %q, %v; want %q", tt.q, got, err, tt.want)
+		}
+	}
+	// Foreign keys are enforced: a delivery naming a missing job is refused.
+	if _, err := db.w.Exec(`INSERT INTO deliveries (id, event, received_at, status, job_id, body) VALUES ('x', 'e', 1, 's', 42, x'')`); err == nil {
+		t.Fatal("foreign key not enforced")
+	}
+}

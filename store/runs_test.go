@@ -1,0 +1,135 @@
+package store_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+)
+
+func ptr[T any](v T) *T { return &v }
+
+func TestFinishRecordsEverything(t *testing.T) {
+	c := newClock()
+	db, path := openTest(t, c)
+	ctx := context.Background()
+	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
+	j, _ := claim(t, db, "w", time.Minute)
+	start := c.Now()
+	exit1 := 1
+	rec := validation.Record{
+		Outcome: validation.OutcomeFailed, Executor: "managed-e2b", IsolationTier: validation.TierRemote,
+		Steps: []validation.StepResult{
+			{Name: "install", Status: validation.StatusPassed, ExitCode: ptr(0), DurationMs: 900},
+			{Name: "test", Status: validation.StatusFailed, ExitCode: &exit1, DurationMs: 1200,
+				Output: validation.Output{Head: "FAIL", Bytes: 4, SHA256: "ab", Redactions: 1}},
+			{Name: "lint", Status: validation.StatusNotRun, Reason: "install failed"},
+		},
+		Findings: []validation.Finding{{Severity: validation.SeverityHigh, Step: "test", Title: "test failed", Body: "FAIL", ExecutionClaim: true}},
+		Started:  start, Finished: start.Add(3 * time.Second),
+	}
+	run := store.RunRecord{
+		Record: rec,
+		Artifacts: []store.Artifact{
+			{Key: "review-artifacts/o%2Fr/abc/evidence/1/test-output/out.txt", Kind: "test-output", Bytes: 4, SHA256: "ab", Status: store.ArtifactPersisted},
+			{Key: "review-artifacts/o%2Fr/abc/evidence/1/log/log.txt", Kind: "log", Bytes: 9, Status: store.ArtifactFailed, Err: "s3: 503 SlowDown"},
+		},
+		Spans: []store.CostSpan{
+			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), VCPU: ptr(2.0), MemoryGiB: ptr(4.0), USD: ptr(0.25), Method: "estimate:wall-clock"},
+			{Lane: store.LaneShadow, Executor: "self-host", Started: start, Finished: start.Add(5 * time.Second), Method: "estimate:wall-clock"},
+		},
+		Shadow: &store.ShadowTelemetry{Executor: "self-host", Outcome: validation.OutcomeFailed, Wall: 5 * time.Second,
+			Steps: []store.StepAgreement{{Step: "test", Primary: validation.StatusFailed, Shadow: validation.StatusFailed, Agree: true}, {Step: "lint", Primary: validation.StatusNotRun, Shadow: validation.StatusPassed}}},
+	}
+	runID, err := db.Finish(ctx, j.Lease, run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw := rawDB(t, path)
+	count := func(q string, args ...any) int {
+		t.Helper()
+		var n int
+		if err := raw.QueryRow(q, args...).Scan(&n); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+		return n
+	}
+	for q, want := range map[string]int{
+		`SELECT COUNT(*) FROM steps WHERE run_id = ?`:                                                     3,
+		`SELECT COUNT(*) FROM steps WHERE run_id = ? AND exit_code IS NULL`:                               1,
+		`SELECT COUNT(*) FROM findings WHERE run_id = ? AND execution_claim = 1`:                          1,
+		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND status = 'persisted'`:                        1,
+		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND error = 's3: 503 SlowDown'`:                  1,
+		`SELECT COUNT(*) FROM cost_spans WHERE run_id = ? AND usd IS NULL`:                                1,
+		`SELECT COUNT(*) FROM shadow_telemetry WHERE run_id = ? AND steps_agreed = 1 AND steps_total = 2`: 1,
+	} {
+		if got := count(q, runID); got != want {
+			t.Errorf("%s = %d, want %d", q, got, want)
+		}
+	}
+	var stored string
+	if err := raw.QueryRow(`SELECT record FROM runs WHERE id = ? AND job_id = ? AND lease_gen = ?`, runID, r.JobID, j.Lease.Gen).Scan(&stored); err != nil {
+		t.Fatal(err)
+	}
+	var back validation.Record
+	if err := json.Unmarshal([]byte(stored), &back); err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff(rec, back, cmp.Comparer(func(a, b time.Time) bool { return a.Equal(b) })); diff != "" {
+		t.Fatalf("stored record (-want +got):\n%s", diff)
+	}
+	if st := state(t, db, r.JobID); st.State != store.StateDone {
+		t.Fatalf("job: %s", st.State)
+	}
+
+	// Costs: the null span adds nothing and is counted as unpriced.
+	spend, err := db.SpendSince(ctx, "managed-e2b", start)
+	if err != nil || spend != 0.25 {
+		t.Fatalf("SpendSince = %v, %v; want 0.25", spend, err)
+	}
+	if spend, err := db.SpendSince(ctx, "managed-e2b", start.Add(time.Millisecond)); err != nil || spend != 0 {
+		t.Fatalf("SpendSince after the span = %v, %v; want 0", spend, err)
+	}
+	days, err := db.CostsByDay(ctx, start.Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.DayCost{
+		{Day: "2026-03-01", Executor: "managed-e2b", Lane: store.LanePrimary, Spans: 1, Priced: 1, USD: ptr(0.25), Seconds: 3},
+		{Day: "2026-03-01", Executor: "self-host", Lane: store.LaneShadow, Spans: 1, Priced: 0, USD: nil, Seconds: 5},
+	}
+	if diff := cmp.Diff(want, days); diff != "" {
+		t.Fatalf("CostsByDay (-want +got):\n%s", diff)
+	}
+}
+
+func TestMarkPostedMerges(t *testing.T) {
+	c := newClock()
+	db, _ := openTest(t, c)
+	ctx := context.Background()
+	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
+	if _, ok, err := db.PostedReview(ctx, r.JobID); err != nil || ok {
+		t.Fatalf("before posting: %v %v", ok, err)
+	}
+	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID, CheckRunID: 4}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID, ReviewID: 80, HeadSHA: sha(1)}); err != nil {
+		t.Fatal(err)
+	}
+	got, ok, err := db.PostedReview(ctx, r.JobID)
+	if err != nil || !ok {
+		t.Fatalf("PostedReview: %v %v", ok, err)
+	}
+	if diff := cmp.Diff(store.Posted{JobID: r.JobID, ReviewID: 80, CheckRunID: 4, HeadSHA: sha(1), PostedAt: c.Now()}, got); diff != "" {
+		t.Fatalf("posted (-want +got):\n%s", diff)
+	}
+	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID}); err == nil {
+		t.Fatal("MarkPosted without ids accepted")
+	}
+}

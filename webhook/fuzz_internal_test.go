@@ -1,0 +1,80 @@
+package webhook
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/gilf-review/gilf/internal/shared"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// FuzzClassify feeds arbitrary bytes to the payload decoder and the action
+// table: they never panic, and whatever they accept as a job is well
+// formed (a valid repo, a positive PR, a hex head sha).
+func FuzzClassify(f *testing.F) {
+	for _, dir := range []string{"pull_request", "ping", "installation", "installation_repositories", "push"} {
+		files, err := filepath.Glob(filepath.Join(shared.Data(f, "webhooks", dir), "*.json"))
+		if err != nil {
+			f.Fatal(err)
+		}
+		for _, p := range files {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				f.Fatal(err)
+			}
+			f.Add(dir, b)
+		}
+	}
+	f.Add("pull_request", []byte(`{"action":"edited","changes":{"base":null},"pull_request":{}}`))
+	f.Add("pull_request", []byte(`{"action":"opened","pull_request":{"head":{"repo":null}}}`))
+	f.Add("pull_request", []byte(`[]`))
+	f.Fuzz(func(t *testing.T, event string, body []byte) {
+		p, err := decodePayload(body)
+		if err != nil {
+			return
+		}
+		for _, drafts := range []bool{false, true} {
+			d := classify(event, p, drafts)
+			if d.status == "" || d.code == 0 {
+				t.Fatalf("empty decision %+v", d)
+			}
+			if j := d.job; j != nil {
+				if d.status != validation.DeliveryQueued || !validRepo(j.Repo) || j.PR <= 0 || !validSHA(j.HeadSHA) ||
+					j.HeadRepo == "" || len(j.BaseRef) > MaxRefLen {
+					t.Fatalf("malformed job %+v from %q", j, body)
+				}
+			}
+			if c := d.cancel; c != nil && c.InstallationID == 0 {
+				t.Fatalf("cancellation without installation from %q", body)
+			}
+		}
+	})
+}
+
+func TestValidRepoAndSHA(t *testing.T) {
+	for _, tt := range []struct {
+		s    string
+		repo bool
+	}{
+		{"o/r", true}, {"Codertocat/Hello-World", true}, {"a.b/c_d-e", true},
+		{"/r", false}, {"o/", false}, {"o/r/x", false}, {"o r/x", false}, {"../../etc", false}, {"", false},
+	} {
+		if got := validRepo(tt.s); got != tt.repo {
+			t.Errorf("validRepo(%q) = %v", tt.s, got)
+		}
+	}
+	for _, tt := range []struct {
+		s  string
+		ok bool
+	}{
+		{"ec26c3e57ca3a959ca5aad62de7213c562f8c821", true},
+		{"EC26C3E57CA3A959CA5AAD62DE7213C562F8C821", false},
+		{"ec26c3e57ca3a959ca5aad62de7213c562f8c82", false},
+		{"ec26c3e57ca3a959ca5aad62de7213c562f8c821ec26c3e57ca3a959ca5aad62", true},
+	} {
+		if got := validSHA(tt.s); got != tt.ok {
+			t.Errorf("validSHA(%q) = %v", tt.s, got)
+		}
+	}
+}

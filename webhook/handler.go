@@ -1,0 +1,298 @@
+// Package webhook is gilf's intake: it verifies a GitHub delivery's
+// signature over the raw body, decides what the delivery asks for (the
+// action table), and commits the delivery and its job to the store before
+// answering. All real work happens later, in the workers.
+package webhook
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Inbox is where intake commits deliveries; *store.DB implements it.
+// RecordDelivery must return only after the delivery, its job and its
+// cancellation are durably committed, or with an error.
+type Inbox interface {
+	RecordDelivery(ctx context.Context, d validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error)
+}
+
+// Limits and recommended server settings. cmd/gilf sets the http.Server
+// fields from these.
+const (
+	// MaxBodyBytes is GitHub's own payload cap (25 MB), as 25 MiB: a
+	// larger body is answered 413 without being read past the limit.
+	MaxBodyBytes = 25 << 20
+	// MaxDeliveryIDLen bounds X-GitHub-Delivery (a GUID is 36).
+	MaxDeliveryIDLen = 64
+	// MaxEventLen bounds X-GitHub-Event.
+	MaxEventLen = 64
+	// DefaultCommitTimeout bounds the wait for the store's commit, below
+	// GitHub's 10 s delivery timeout, so a stuck store answers 503 in time.
+	DefaultCommitTimeout = 8 * time.Second
+
+	ReadHeaderTimeout = 5 * time.Second   // slowloris headers
+	ReadTimeout       = 30 * time.Second  // a 25 MiB body at about 7 Mbit/s
+	WriteTimeout      = 45 * time.Second  // covers reading the body, the commit and the answer
+	IdleTimeout       = 120 * time.Second // keep-alive between deliveries
+	MaxHeaderBytes    = 64 << 10
+)
+
+// Config configures a Handler. Secret is required.
+type Config struct {
+	// Secret is the App's webhook secret. Empty is refused.
+	Secret []byte
+	// ReviewDrafts makes draft pull requests reviewable; by default they
+	// are recorded and skipped.
+	ReviewDrafts bool
+	// CommitTimeout defaults to DefaultCommitTimeout.
+	CommitTimeout time.Duration
+	// MaxBodyBytes defaults to MaxBodyBytes; it cannot be raised above it.
+	MaxBodyBytes int64
+	// Now stamps deliveries; default time.Now.
+	Now func() time.Time
+}
+
+// Handler is the http.Handler for POST /webhook.
+type Handler struct {
+	inbox   Inbox
+	log     *slog.Logger
+	secret  []byte
+	drafts  bool
+	timeout time.Duration
+	maxBody int64
+	now     func() time.Time
+}
+
+// New returns the intake handler. It refuses an empty secret: a webhook
+// that checks nothing must not start.
+func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
+	switch {
+	case inbox == nil:
+		return nil, errors.New("webhook: nil inbox")
+	case logger == nil:
+		return nil, errors.New("webhook: nil logger")
+	case len(cfg.Secret) == 0:
+		return nil, errors.New("webhook: empty secret")
+	}
+	h := &Handler{
+		inbox: inbox, log: logger, secret: append([]byte(nil), cfg.Secret...), drafts: cfg.ReviewDrafts,
+		timeout: cfg.CommitTimeout, maxBody: cfg.MaxBodyBytes, now: cfg.Now,
+	}
+	if h.timeout <= 0 {
+		h.timeout = DefaultCommitTimeout
+	}
+	if h.maxBody <= 0 || h.maxBody > MaxBodyBytes {
+		h.maxBody = MaxBodyBytes
+	}
+	if h.now == nil {
+		h.now = time.Now
+	}
+	return h, nil
+}
+
+// reply is a successful answer.
+type reply struct {
+	code int
+	Body replyBody
+}
+
+type replyBody struct {
+	Status     string `json:"status"`
+	Delivery   string `json:"delivery"`
+	Reason     string `json:"reason,omitempty"`
+	Job        int64  `json:"job,omitempty"`
+	JobState   string `json:"jobState,omitempty"`
+	Superseded int    `json:"superseded,omitempty"`
+	Cancelled  int    `json:"cancelled,omitempty"`
+}
+
+// ServeHTTP handles one delivery. Nothing is stored before the signature
+// checks; nothing is answered 2xx before the store committed.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	rep, err := h.serve(w, r)
+	if err != nil {
+		code, msg := statusOf(err)
+		attrs := []any{"delivery_id", safeHeader(r.Header.Get("X-GitHub-Delivery")), "event",
+			safeHeader(r.Header.Get("X-GitHub-Event")), "status", code, "err", err}
+		if code >= 500 {
+			h.log.Error("webhook delivery failed", attrs...)
+		} else {
+			h.log.Warn("webhook delivery refused", attrs...)
+		}
+		writeJSON(w, code, map[string]string{"error": msg})
+		return
+	}
+	writeJSON(w, rep.code, rep.Body)
+}
+
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (reply, error) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return reply{}, ErrMethodNotAllowed
+	}
+	body, err := h.readBody(w, r)
+	if err != nil {
+		return reply{}, err
+	}
+	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
+		return reply{}, err
+	}
+	id, err := deliveryID(r.Header.Values("X-GitHub-Delivery"))
+	if err != nil {
+		return reply{}, err
+	}
+	event, err := eventName(r.Header.Values("X-GitHub-Event"))
+	if err != nil {
+		return reply{}, err
+	}
+	del := validation.Delivery{ID: id, Event: event, ReceivedAt: h.now(), Body: body}
+	p, decodeErr := decodePayload(body)
+	var dec decision
+	if decodeErr != nil {
+		dec = invalid(decodeErr.Error())
+	} else {
+		dec = classify(event, p, h.drafts)
+		del.Action = p.Action
+		if p.Installation != nil {
+			del.InstallationID = p.Installation.ID
+		}
+		if p.Repository != nil && validRepo(p.Repository.FullName) {
+			del.Repo = p.Repository.FullName
+		}
+		if p.PullRequest != nil {
+			del.PR = p.PullRequest.Number
+			if validSHA(p.PullRequest.Head.SHA) {
+				del.HeadSHA = p.PullRequest.Head.SHA
+			}
+		}
+	}
+	del.Status, del.Reason, del.Cancel = dec.status, dec.reason, dec.cancel
+
+	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
+	defer cancel()
+	res, err := h.inbox.RecordDelivery(ctx, del, dec.job)
+	if err != nil {
+		return reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
+	}
+	rep := reply{code: dec.code, Body: replyBody{
+		Status: string(dec.status), Delivery: id, Reason: dec.reason, Job: res.JobID, JobState: res.JobState,
+		Superseded: res.Superseded, Cancelled: res.Cancelled,
+	}}
+	switch {
+	case res.Duplicate:
+		rep.code, rep.Body = http.StatusOK, replyBody{Status: "duplicate", Delivery: id, Job: res.JobID, JobState: res.JobState}
+		h.log.Info("webhook redelivery", "delivery_id", id, "event", event, "job_id", res.JobID)
+	case decodeErr != nil:
+		// Recorded, so nothing is lost, but GitHub should show the failure.
+		return reply{}, fmt.Errorf("delivery recorded as invalid: %w", decodeErr)
+	case dec.status == validation.DeliveryInvalid:
+		return reply{}, fmt.Errorf("%w: delivery recorded as invalid: %s", ErrBadPayload, dec.reason)
+	case dec.job != nil:
+		h.log.Info("webhook job", "delivery_id", id, "event", event, "action", del.Action,
+			"installation_id", del.InstallationID, "repo", dec.job.Repo, "pr", dec.job.PR, "head_sha", dec.job.HeadSHA,
+			"job_id", res.JobID, "job_created", res.JobCreated, "job_state", res.JobState, "superseded", res.Superseded)
+	default:
+		h.log.Debug("webhook recorded", "delivery_id", id, "event", event, "action", safeHeader(del.Action),
+			"status", dec.status, "reason", dec.reason, "cancelled", res.Cancelled)
+	}
+	return rep, nil
+}
+
+// readBody reads the raw body, at most maxBody bytes.
+func (h *Handler) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.ContentLength > h.maxBody {
+		return nil, fmt.Errorf("%w: content-length %d", ErrBodyTooLarge, r.ContentLength)
+	}
+	rd := http.MaxBytesReader(w, r.Body, h.maxBody)
+	var body []byte
+	var err error
+	if r.ContentLength >= 0 {
+		body = make([]byte, r.ContentLength)
+		_, err = io.ReadFull(rd, body)
+	} else {
+		body, err = io.ReadAll(rd)
+	}
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			return nil, fmt.Errorf("%w: %w", ErrBodyTooLarge, err)
+		}
+		return nil, fmt.Errorf("%w: %w", ErrBodyUnreadable, err)
+	}
+	return body, nil
+}
+
+// deliveryID validates X-GitHub-Delivery: exactly one value, GUID-like
+// (hex digits and dashes), at most MaxDeliveryIDLen, returned lower case.
+func deliveryID(values []string) (string, error) {
+	if len(values) != 1 {
+		return "", fmt.Errorf("%w: %d values", ErrBadDeliveryID, len(values))
+	}
+	v := values[0]
+	if len(v) == 0 || len(v) > MaxDeliveryIDLen {
+		return "", fmt.Errorf("%w: length %d", ErrBadDeliveryID, len(v))
+	}
+	hex := 0
+	for i := 0; i < len(v); i++ {
+		switch c := v[i]; {
+		case '0' <= c && c <= '9', 'a' <= c && c <= 'f', 'A' <= c && c <= 'F':
+			hex++
+		case c == '-':
+		default:
+			return "", fmt.Errorf("%w: character %q", ErrBadDeliveryID, c)
+		}
+	}
+	if hex == 0 {
+		return "", fmt.Errorf("%w: no hex digits", ErrBadDeliveryID)
+	}
+	return strings.ToLower(v), nil
+}
+
+// eventName validates X-GitHub-Event: one value of [a-z_], bounded.
+func eventName(values []string) (string, error) {
+	if len(values) != 1 {
+		return "", fmt.Errorf("%w: %d values", ErrBadEvent, len(values))
+	}
+	v := values[0]
+	if len(v) == 0 || len(v) > MaxEventLen {
+		return "", fmt.Errorf("%w: length %d", ErrBadEvent, len(v))
+	}
+	for i := 0; i < len(v); i++ {
+		if c := v[i]; !('a' <= c && c <= 'z' || c == '_') {
+			return "", fmt.Errorf("%w: character %q", ErrBadEvent, c)
+		}
+	}
+	return v, nil
+}
+
+// safeHeader bounds an unverified header value for a log line.
+func safeHeader(s string) string {
+	if len(s) > MaxDeliveryIDLen {
+		s = s[:MaxDeliveryIDLen] + "…"
+	}
+	q := strconv.Quote(s)
+	return q[1 : len(q)-1]
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		code, b = http.StatusInternalServerError, []byte(`{"error":"internal error"}`)
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(code)
+	if _, err := w.Write(append(b, '\n')); err != nil {
+		return // the client went away; nothing left to tell it
+	}
+}

@@ -1,0 +1,221 @@
+package webhook
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// payload holds only the fields intake needs. The raw body is stored whole;
+// encoding/json skips everything else.
+type payload struct {
+	Action       string   `json:"action"`
+	Number       int      `json:"number"`
+	Installation *idRef   `json:"installation"`
+	Repository   *repoRef `json:"repository"`
+	PullRequest  *struct {
+		Number    int    `json:"number"`
+		Draft     bool   `json:"draft"`
+		UpdatedAt string `json:"updated_at"`
+		Head      struct {
+			SHA  string   `json:"sha"`
+			Repo *repoRef `json:"repo"`
+		} `json:"head"`
+		Base struct {
+			Ref string `json:"ref"`
+		} `json:"base"`
+	} `json:"pull_request"`
+	Changes *struct {
+		Base json.RawMessage `json:"base"`
+	} `json:"changes"`
+	RepositoriesRemoved []repoRef `json:"repositories_removed"`
+}
+
+type idRef struct {
+	ID int64 `json:"id"`
+}
+
+type repoRef struct {
+	FullName string `json:"full_name"`
+}
+
+// decodePayload decodes the fields intake needs. Bad JSON wraps
+// ErrBadPayload.
+func decodePayload(body []byte) (payload, error) {
+	var p payload
+	if err := json.Unmarshal(body, &p); err != nil {
+		return payload{}, fmt.Errorf("%w: %w", ErrBadPayload, err)
+	}
+	return p, nil
+}
+
+// Limits on the strings intake keeps from a payload.
+const (
+	// MaxRepoNameLen bounds "owner/name" (GitHub allows 39 + 1 + 100).
+	MaxRepoNameLen = 140
+	// MaxRefLen bounds a base branch name (git allows more; GitHub's UI
+	// stops well before).
+	MaxRefLen = 255
+)
+
+// isJobAction reports the pull_request actions that ask for a review.
+func isJobAction(action string) bool {
+	switch action {
+	case "opened", "synchronize", "reopened", "ready_for_review":
+		return true
+	}
+	return false
+}
+
+// decision is what intake does with one delivery.
+type decision struct {
+	status validation.DeliveryStatus
+	reason string
+	job    *validation.JobSpec
+	cancel *validation.Cancellation
+	code   int // the HTTP status of a success
+}
+
+// classify is the action table. It is pure: the same event and payload
+// always give the same decision.
+func classify(event string, p payload, reviewDrafts bool) decision {
+	switch event {
+	case "ping":
+		return decision{status: validation.DeliveryRecorded, reason: "ping", code: 200}
+	case "installation":
+		switch p.Action {
+		case "deleted", "suspend":
+			return cancelDecision(p, nil, "installation "+p.Action)
+		}
+		return decision{status: validation.DeliveryRecorded, reason: "installation " + p.Action, code: 202}
+	case "installation_repositories":
+		if p.Action == "removed" {
+			repos := make([]string, 0, len(p.RepositoriesRemoved))
+			for _, r := range p.RepositoriesRemoved {
+				repos = append(repos, r.FullName)
+			}
+			if len(repos) == 0 {
+				return decision{status: validation.DeliveryRecorded, reason: "no repositories listed as removed", code: 202}
+			}
+			return cancelDecision(p, repos, "repository removed from installation")
+		}
+		return decision{status: validation.DeliveryRecorded, reason: "installation_repositories " + p.Action, code: 202}
+	case "pull_request":
+		return classifyPR(p, reviewDrafts)
+	}
+	return decision{status: validation.DeliveryIgnored, reason: "event " + event + " is not acted on", code: 202}
+}
+
+func cancelDecision(p payload, repos []string, reason string) decision {
+	if p.Installation == nil || p.Installation.ID == 0 {
+		return decision{status: validation.DeliveryRecorded, reason: reason + ", but the payload names no installation", code: 202}
+	}
+	return decision{
+		status: validation.DeliveryRecorded, reason: reason, code: 202,
+		cancel: &validation.Cancellation{InstallationID: p.Installation.ID, Repos: repos, Reason: reason},
+	}
+}
+
+func classifyPR(p payload, reviewDrafts bool) decision {
+	act := isJobAction(p.Action)
+	if p.Action == "edited" {
+		if p.Changes == nil || len(p.Changes.Base) == 0 || string(p.Changes.Base) == "null" {
+			return decision{status: validation.DeliveryIgnored, reason: "edited without a base branch change", code: 202}
+		}
+		act = true
+	}
+	if !act {
+		return decision{status: validation.DeliveryIgnored, reason: "pull_request action " + quoteAction(p.Action) + " is not acted on", code: 202}
+	}
+	pr := p.PullRequest
+	switch {
+	case pr == nil:
+		return invalid("pull_request object missing")
+	case p.Repository == nil || !validRepo(p.Repository.FullName):
+		return invalid("repository full_name missing or malformed")
+	case !validSHA(pr.Head.SHA):
+		return invalid("head sha is not 40 or 64 lower-case hex digits")
+	case len(pr.Base.Ref) > MaxRefLen:
+		return invalid("base ref too long")
+	}
+	number := pr.Number
+	if number == 0 {
+		number = p.Number
+	}
+	if number <= 0 {
+		return invalid("pull request number missing")
+	}
+	if pr.Head.Repo == nil || pr.Head.Repo.FullName == "" {
+		return decision{status: validation.DeliverySkipped, reason: "head repository missing (the fork was deleted)", code: 202}
+	}
+	if pr.Draft && !reviewDrafts {
+		return decision{status: validation.DeliverySkipped, reason: "draft pull request", code: 202}
+	}
+	var inst int64
+	reason := ""
+	if p.Installation != nil {
+		inst = p.Installation.ID
+	}
+	if inst == 0 {
+		reason = "payload carries no installation; the job will end " + string(validation.CodeInstallationMissing)
+	}
+	updated, err := time.Parse(time.RFC3339, pr.UpdatedAt)
+	if err != nil {
+		updated = time.Time{} // unordered: the newest arrival wins
+	}
+	return decision{
+		status: validation.DeliveryQueued, reason: reason, code: 202,
+		job: &validation.JobSpec{
+			Repo: p.Repository.FullName, PR: number, HeadSHA: pr.Head.SHA, HeadRepo: pr.Head.Repo.FullName,
+			BaseRef: pr.Base.Ref, InstallationID: inst, Trigger: p.Action, PRUpdatedAt: updated,
+		},
+	}
+}
+
+func invalid(reason string) decision {
+	return decision{status: validation.DeliveryInvalid, reason: reason, code: 400}
+}
+
+// quoteAction keeps an unknown action printable and short.
+func quoteAction(a string) string {
+	if len(a) > 64 {
+		a = a[:64]
+	}
+	return fmt.Sprintf("%q", a)
+}
+
+func validSHA(s string) bool {
+	if len(s) != 40 && len(s) != 64 {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('0' <= c && c <= '9' || 'a' <= c && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// validRepo accepts "owner/name" with GitHub's characters.
+func validRepo(s string) bool {
+	if len(s) < 3 || len(s) > MaxRepoNameLen {
+		return false
+	}
+	slash := -1
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == '/':
+			if slash >= 0 {
+				return false
+			}
+			slash = i
+		case 'a' <= c && c <= 'z', 'A' <= c && c <= 'Z', '0' <= c && c <= '9', c == '-', c == '_', c == '.':
+		default:
+			return false
+		}
+	}
+	return slash > 0 && slash < len(s)-1
+}
