@@ -55,7 +55,11 @@ func WriteText(w io.Writer, totals []DayTotal) error {
 	var sum float64
 	var spans, unpriced int
 	for _, t := range totals {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, usd(t.USD))
+		amount := usd(t.USD)
+		if t.Spans > 0 && t.Unpriced == t.Spans {
+			amount = "no estimate" // never "$0.0000" for runs nobody priced
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, amount)
 		sum += t.USD
 		spans += t.Spans
 		unpriced += t.Unpriced

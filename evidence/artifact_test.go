@@ -476,3 +476,35 @@ func FuzzBuilder(f *testing.F) {
 		checkInvariants(t, data, a, budget)
 	})
 }
+
+func TestFromOutput(t *testing.T) {
+	tests := []struct {
+		name      string
+		out       validation.Output
+		wantBody  string
+		wantFull  int64
+		wantSHA   string
+		truncated bool
+	}{
+		{name: "redacted capture keeps the executor's count and hash",
+			out:      validation.Output{Head: "token=[redacted]\n", Bytes: 30, SHA256: "ab12", Redactions: 1},
+			wantBody: "token=[redacted]\n", wantFull: 30, wantSHA: "ab12"},
+		{name: "head and tail around what the executor cut",
+			out:      validation.Output{Head: "start\n", Tail: "end\n", Bytes: 1000, SHA256: "cd34", Truncated: true},
+			wantBody: "start\n" + omissionMarker(990) + "end\n", wantFull: 1000, wantSHA: "cd34", truncated: true},
+		{name: "head and tail, not truncated, are the whole stream",
+			out:      validation.Output{Head: "a", Tail: "b", Bytes: 2},
+			wantBody: "ab", wantFull: 2},
+		{name: "nothing captured",
+			out:      validation.Output{},
+			wantBody: "", wantFull: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			a := FromOutput(KindTestOutput, "test", "test.log", tt.out, B)
+			if string(a.Body) != tt.wantBody || a.FullBytes != tt.wantFull || a.FullSHA256 != tt.wantSHA || a.Truncated != tt.truncated {
+				t.Fatalf("artifact body %q full %d sha %q truncated %v", a.Body, a.FullBytes, a.FullSHA256, a.Truncated)
+			}
+		})
+	}
+}

@@ -17,17 +17,17 @@ const (
 
 // Stored is an artifact the store accepted, with its reference.
 type Stored struct {
-	Kind         Kind   `json:"kind"`
-	Step         string `json:"step,omitempty"`
-	Name         string `json:"name"`
-	ContentType  string `json:"contentType"`
-	BodyBytes    int    `json:"bodyBytes"`
-	BodySHA256   string `json:"bodySha256"`
-	Truncated    bool   `json:"truncated"`
-	OmittedBytes int64  `json:"omittedBytes"`
-	FullBytes    int64  `json:"fullBytes"`
-	FullSHA256   string `json:"fullSha256,omitempty"`
-	Ref          validation.EvidenceRef
+	Kind         Kind                   `json:"kind"`
+	Step         string                 `json:"step,omitempty"`
+	Name         string                 `json:"name"`
+	ContentType  string                 `json:"contentType"`
+	BodyBytes    int                    `json:"bodyBytes"`
+	BodySHA256   string                 `json:"bodySha256"`
+	Truncated    bool                   `json:"truncated"`
+	OmittedBytes int64                  `json:"omittedBytes"`
+	FullBytes    int64                  `json:"fullBytes"`
+	FullSHA256   string                 `json:"fullSha256,omitempty"`
+	Ref          validation.EvidenceRef `json:"ref"`
 }
 
 // UploadFailure records an artifact that was not persisted: which key (when

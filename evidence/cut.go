@@ -23,9 +23,12 @@ const (
 )
 
 // ansiScanner tracks whether a position falls inside an escape sequence.
+// A sequence cancelled by the ESC of another is one unfinished run with
+// it: cutting between them would leave the first one open, and a terminal
+// would swallow what follows the cut into it.
 type ansiScanner struct {
 	state ansiState
-	start int // index of the ESC that opened the current sequence
+	start int // index of the ESC that opened the current run
 }
 
 // step consumes byte c at index i.
@@ -44,8 +47,7 @@ func (s *ansiScanner) step(c byte, i int) {
 			s.state = ansiCSI
 		case c == ']', c == 'P', c == 'X', c == '^', c == '_':
 			s.state = ansiString
-		case c == esc:
-			s.start = i
+		case c == esc: // still one unfinished run of sequences
 		case c >= 0x20 && c <= 0x2f:
 			s.state = ansiInter
 		default: // a final byte ends a two-byte sequence; anything else aborts it
@@ -54,7 +56,7 @@ func (s *ansiScanner) step(c byte, i int) {
 	case ansiInter:
 		switch {
 		case c == esc:
-			s.state, s.start = ansiEsc, i
+			s.state = ansiEsc
 		case c >= 0x20 && c <= 0x2f:
 		default:
 			s.state = ansiGround
@@ -62,7 +64,7 @@ func (s *ansiScanner) step(c byte, i int) {
 	case ansiCSI:
 		switch {
 		case c == esc:
-			s.state, s.start = ansiEsc, i
+			s.state = ansiEsc
 		case c >= 0x20 && c <= 0x3f:
 		default: // final byte 0x40–0x7e, or an abort
 			s.state = ansiGround
@@ -80,7 +82,7 @@ func (s *ansiScanner) step(c byte, i int) {
 			s.state = ansiGround
 		case esc:
 		default: // the ESC opened a new sequence that aborts the string
-			s.state, s.start = ansiEsc, i-1
+			s.state = ansiEsc
 			s.step(c, i)
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -91,7 +92,6 @@ func startS3(t *testing.T, bucket string) *s3Server {
 		secret: randHex(t, 20),
 	}
 	srv.start()
-	t.Cleanup(srv.stop)
 	client := s3.New(s3.Options{
 		BaseEndpoint: aws.String(srv.endpoint()),
 		Region:       DefaultS3Region,
@@ -117,6 +117,7 @@ func (s *s3Server) start() {
 		t.Fatalf("start versitygw: %v", err)
 	}
 	s.cmd, s.exited = cmd, make(chan struct{})
+	t.Cleanup(s.stop)
 	go func() {
 		if err := cmd.Wait(); err != nil {
 			t.Logf("versitygw exited: %v", err)
@@ -396,9 +397,9 @@ func TestS3Store(t *testing.T) {
 
 func TestS3StoreRetriesAreBounded(t *testing.T) {
 	// A loopback S3 endpoint that always answers 503 SlowDown.
-	var calls int
+	var calls atomic.Int32
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		calls++
+		calls.Add(1)
 		w.Header().Set("Content-Type", "application/xml")
 		w.WriteHeader(http.StatusServiceUnavailable)
 		if _, err := io.WriteString(w, `<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code><Message>Please reduce your request rate.</Message></Error>`); err != nil {
@@ -420,7 +421,7 @@ func TestS3StoreRetriesAreBounded(t *testing.T) {
 		}
 	})
 	for _, attempts := range []int{1, 3} {
-		calls = 0
+		calls.Store(0)
 		st, err := NewS3Store(t.Context(), S3Options{
 			Bucket: "b", Endpoint: "http://" + l.Addr().String(), PathStyle: true,
 			Credentials:    credentials.NewStaticCredentialsProvider("ak", "sk", ""),
@@ -430,8 +431,8 @@ func TestS3StoreRetriesAreBounded(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = st.Put(t.Context(), Object{Key: "review-artifacts/a/b/evidence/c/log/d", Kind: KindLog, Body: []byte("x")})
-		if err == nil || calls != attempts {
-			t.Fatalf("MaxPutAttempts=%d: %d calls, err %v", attempts, calls, err)
+		if err == nil || int(calls.Load()) != attempts {
+			t.Fatalf("MaxPutAttempts=%d: %d calls, err %v", attempts, calls.Load(), err)
 		}
 	}
 }
@@ -480,6 +481,29 @@ func TestNewS3StoreValidates(t *testing.T) {
 			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("err = %v, want %q", err, tt.want)
+			}
+		})
+	}
+}
+
+func TestBackoff(t *testing.T) {
+	tests := []struct {
+		name    string
+		base    time.Duration
+		attempt int
+		want    time.Duration // the upper bound; the wait is in [want/2, want]
+	}{
+		{"first retry", 100 * time.Millisecond, 1, 100 * time.Millisecond},
+		{"doubles", 100 * time.Millisecond, 3, 400 * time.Millisecond},
+		{"capped", 100 * time.Millisecond, 30, MaxRetryBackoff},
+		{"base over the cap", 2 * MaxRetryBackoff, 1, MaxRetryBackoff},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for range 50 {
+				if d := backoff(tt.base, tt.attempt); d < tt.want/2 || d > tt.want {
+					t.Fatalf("backoff = %s, want within [%s, %s]", d, tt.want/2, tt.want)
+				}
 			}
 		})
 	}

@@ -11,7 +11,8 @@ import (
 // executor kept a head and a tail far larger than any body budget, so the
 // body's head comes from out.Head and its tail from out.Tail: the result is
 // the body the streaming Builder gives for the same stream. When the output
-// was not truncated, Head followed by Tail is the whole stream.
+// was not truncated, Head followed by Tail is the whole stream. FullBytes
+// and FullSHA256 are the executor's out.Bytes and out.SHA256.
 func FromOutput(kind Kind, step, name string, out validation.Output, budget int) Artifact {
 	budget = Options{BodyBudget: budget}.budget()
 	head, tail := []byte(out.Head), []byte(out.Tail)
@@ -36,9 +37,12 @@ func FromOutput(kind Kind, step, name string, out validation.Output, budget int)
 	}
 	a := assemble(head, tail, total, budget)
 	a.Kind, a.Step, a.Name = kind, step, name
-	if out.Bytes == total {
-		a.FullSHA256 = out.SHA256
+	// The executor's count and hash describe the stream as it was read
+	// (before redaction); they are the record of the full output.
+	if out.Bytes > 0 || out.SHA256 != "" {
+		a.FullBytes = out.Bytes
 	}
+	a.FullSHA256 = out.SHA256
 	return a
 }
 

@@ -33,6 +33,7 @@ CREATE TABLE jobs (
 CREATE INDEX jobs_ready ON jobs (state, next_attempt_at);
 CREATE INDEX jobs_lease ON jobs (state, lease_expires_at);
 CREATE INDEX jobs_pr ON jobs (repo, pr, state);
+CREATE INDEX jobs_pr_updated ON jobs (repo, pr, pr_updated_at);
 CREATE INDEX jobs_installation ON jobs (installation_id, state);
 
 CREATE TABLE deliveries (

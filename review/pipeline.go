@@ -11,6 +11,8 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -113,11 +115,12 @@ type ShadowReport struct {
 	Data     any
 }
 
-// Hooks are the optional stages after the run: evidence and costs. Each
-// may change the record's findings and add lines to the review; an error
-// in a hook is recorded on the result and the original findings stand.
+// Hooks are the optional stages after the run: evidence and costs. They
+// may change the record's findings, fill the result's spans and artifacts
+// and add lines to the review; an error in a hook is returned as a string
+// to record, and the original findings stand.
 type Hooks interface {
-	AfterRun(ctx context.Context, j Job, rec *validation.Record, opts *RenderOptions, shadow *ShadowReport) []string
+	AfterRun(ctx context.Context, j Job, res *Result, opts *RenderOptions) []string
 }
 
 // Pipeline validates one job. Construct it with every required field set;
@@ -151,6 +154,13 @@ type Result struct {
 	// posted.
 	Stale  bool
 	Shadow *ShadowReport
+	// Spans are the executor spans with their cost estimates (primary and
+	// shadow lanes), filled by the cost hook.
+	Spans []costs.Span
+	// Artifacts are the evidence the store accepted; UploadFailures those
+	// it did not (never shown as persisted).
+	Artifacts      []evidence.Stored
+	UploadFailures []evidence.UploadFailure
 	// HookErrors are errors of the optional stages, recorded.
 	HookErrors []string
 }
@@ -182,7 +192,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	res := Result{Record: v.rec, Shadow: v.shadow}
 	opts := RenderOptions{}
 	if p.Hooks != nil {
-		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res.Record, &opts, v.shadow)
+		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res, &opts)
 	}
 	opts.JobID = fmt.Sprint(j.ID)
 	res.Body = Render(res.Record, opts)

@@ -2,7 +2,6 @@ package review
 
 import (
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -71,9 +70,13 @@ type RenderOptions struct {
 	MaxChars int
 }
 
+// limits are the per-block sizes of one rendering attempt, with the
+// untrusted blocks sanitized once for every attempt.
 type limits struct {
 	finding int
 	output  int
+	bodies  []string // sanitized finding bodies, by index
+	outputs []string // sanitized step output, by index
 }
 
 // Render is the review body as a person reads it: a one-line verdict, the
@@ -86,6 +89,12 @@ func Render(rec validation.Record, opts RenderOptions) string {
 		maxChars = opts.MaxChars
 	}
 	lim := limits{finding: DefaultFindingBodyChars, output: DefaultStepOutputChars}
+	for _, f := range rec.Findings {
+		lim.bodies = append(lim.bodies, sanitize(f.Body))
+	}
+	for _, st := range rec.Steps {
+		lim.outputs = append(lim.outputs, sanitize(outputText(st.Output)))
+	}
 	for {
 		body := render(rec, opts, lim)
 		if len(body) <= maxChars {
@@ -312,7 +321,7 @@ func writeFindings(b *strings.Builder, rec validation.Record, opts RenderOptions
 			b.WriteString(strings.Join(meta, " · ") + "\n\n")
 		}
 		if f.Body != "" {
-			body, cut := cutMiddle(sanitize(f.Body), lim.finding)
+			body, cut := cutMiddle(lim.bodies[i], lim.finding)
 			b.WriteString(fence(body))
 			if cut {
 				b.WriteString("\n_This finding's text was truncated to fit the review; the full output is in the evidence._\n")
@@ -355,273 +364,6 @@ func safeURL(u string) bool {
 	return !strings.ContainsFunc(u, func(r rune) bool {
 		return r <= ' ' || r > '~' || strings.ContainsRune("()<>[]`\\\"'", r)
 	})
-}
-
-func tierWords(t validation.Tier) string {
-	switch t {
-	case validation.TierReadOnly:
-		return "no network, hidden home, read-only root, cgroup limits"
-	case validation.TierNoNetwork:
-		return "private root, read-only checkout except the workspace, private home and process space, no network; no cgroup limits"
-	case validation.TierNone:
-		return "no namespaces: process and path hardening only"
-	case validation.TierRemote:
-		return "a remote machine gilf does not observe"
-	}
-	return ""
-}
-
-func writeRecord(b *strings.Builder, rec validation.Record, opts RenderOptions, lim limits) {
-	b.WriteString("### Validation record\n\n| | |\n|---|---|\n")
-	row := func(k, v string) { b.WriteString("| " + k + " | " + v + " |\n") }
-	row("Outcome", code(string(rec.Outcome)))
-	if rec.Executor != "" {
-		row("Executor", code(rec.Executor))
-	} else {
-		row("Executor", "none chosen")
-	}
-	if rec.IsolationTier != "" {
-		tier := code(string(rec.IsolationTier))
-		if w := tierWords(rec.IsolationTier); w != "" {
-			tier += ": " + w
-		}
-		row("Isolation tier", tier)
-	} else {
-		row("Isolation tier", "none established (nothing ran)")
-	}
-	if rec.PackageManager != "" {
-		pm := code(string(rec.PackageManager))
-		if v := rec.Platform.PackageManagerVersion; v != "" {
-			pm += " " + inline(v)
-		}
-		row("Package manager", pm)
-	}
-	if p := platformWords(rec.Platform); p != "" {
-		row("Platform", p)
-	}
-	if !rec.Started.IsZero() {
-		when := rec.Started.UTC().Format(time.RFC3339)
-		if !rec.Finished.IsZero() && !rec.Finished.Before(rec.Started) {
-			when += ", took " + duration(rec.Finished.Sub(rec.Started))
-		}
-		row("Started", when)
-	}
-	if rec.ReportedByExecutor {
-		row("Statuses", "reported by the executor (printed markers), not observed by gilf")
-	}
-	if rec.Integrity != "" {
-		row("Integrity", inline(rec.Integrity))
-	}
-	if rec.Redactions > 0 {
-		row("Redactions", fmt.Sprintf("%d secret %s redacted from the output", rec.Redactions, plural(rec.Redactions, "value", "values")))
-	}
-	if len(rec.SecretsWithheld) > 0 {
-		names := make([]string, len(rec.SecretsWithheld))
-		for i, n := range rec.SecretsWithheld {
-			names[i] = code(n)
-		}
-		row("Secrets withheld", strings.Join(names, ", ")+" (names only; values never entered the sandbox)")
-	}
-	b.WriteString("\n")
-	writeSteps(b, rec.Steps)
-	writeOutputs(b, rec, lim)
-	writeNotes(b, append(slices.Clone(rec.Notes), opts.Notes...))
-	writeEvidence(b, rec.Steps, opts.Evidence)
-}
-
-func platformWords(p validation.Platform) string {
-	var parts []string
-	if p.OS != "" || p.Arch != "" {
-		parts = append(parts, inline(strings.Trim(p.OS+"/"+p.Arch, "/")))
-	}
-	if p.Kernel != "" {
-		parts = append(parts, "kernel "+inline(p.Kernel))
-	}
-	if p.Node != "" {
-		parts = append(parts, "node "+inline(p.Node))
-	}
-	return strings.Join(parts, " · ")
-}
-
-func statusLabel(s validation.StepResult) string {
-	var l string
-	switch s.Status {
-	case validation.StatusPassed:
-		l = "✅ passed"
-	case validation.StatusFailed:
-		l = "❌ failed"
-	case validation.StatusTimedOut:
-		l = "⏱️ timed out"
-	case validation.StatusKilled:
-		l = "💥 killed"
-	case validation.StatusNotRun:
-		l = "⏭️ not run"
-	case validation.StatusInconclusive:
-		l = "❔ inconclusive"
-	default:
-		l = code(string(s.Status))
-	}
-	if s.Reported {
-		l += " (reported by the executor)"
-	}
-	if s.Reason != "" && !strings.EqualFold(strings.ReplaceAll(s.Reason, "_", " "), strings.ReplaceAll(string(s.Status), "_", " ")) {
-		l += " — " + prose(s.Reason)
-	}
-	return l
-}
-
-func anyRan(steps []validation.StepResult) bool {
-	return slices.ContainsFunc(steps, ran)
-}
-
-func ran(s validation.StepResult) bool {
-	switch s.Status {
-	case validation.StatusPassed, validation.StatusFailed, validation.StatusTimedOut, validation.StatusKilled:
-		return true
-	}
-	return false
-}
-
-func writeSteps(b *strings.Builder, steps []validation.StepResult) {
-	if len(steps) == 0 {
-		b.WriteString("No steps were planned.\n\n")
-		return
-	}
-	b.WriteString("| Step | Command | Status | Exit | Duration | Network | Timeout | Output |\n")
-	b.WriteString("|---|---|---|---|---|---|---|---|\n")
-	for _, s := range steps {
-		exit := "—"
-		switch {
-		case s.ExitCode != nil:
-			exit = fmt.Sprint(*s.ExitCode)
-		case s.Signal != "":
-			exit = "signal " + inline(s.Signal)
-		}
-		dur, out := "—", "—"
-		if ran(s) {
-			dur = duration(s.Duration)
-			if s.Duration == 0 && s.DurationMs > 0 {
-				dur = duration(time.Duration(s.DurationMs) * time.Millisecond)
-			}
-			out = outputWords(s.Output)
-		}
-		timeout := "—"
-		if s.TimeoutMs > 0 {
-			timeout = duration(time.Duration(s.TimeoutMs) * time.Millisecond)
-		}
-		network := "—"
-		if s.Network != "" {
-			network = inline(string(s.Network))
-		}
-		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
-			code(s.Name), code(shellJoin(s.Argv)), statusLabel(s), exit, dur, network, timeout, out)
-	}
-	b.WriteString("\n")
-}
-
-func outputWords(o validation.Output) string {
-	if o.Bytes == 0 {
-		return "none"
-	}
-	w := size(o.Bytes)
-	if o.Truncated {
-		w += ", truncated"
-	}
-	if o.Redactions > 0 {
-		w += fmt.Sprintf(", %d %s", o.Redactions, plural(o.Redactions, "redaction", "redactions"))
-	}
-	return w
-}
-
-// writeOutputs shows, folded, the output of steps that ran and have no
-// finding (a failed step's output is in its finding).
-func writeOutputs(b *strings.Builder, rec validation.Record, lim limits) {
-	inFinding := map[string]bool{}
-	for _, f := range rec.Findings {
-		if f.Body != "" {
-			inFinding[f.Step] = true
-		}
-	}
-	first := true
-	for _, s := range rec.Steps {
-		if !ran(s) || s.Output.Bytes == 0 || inFinding[s.Name] {
-			continue
-		}
-		if first {
-			b.WriteString("#### Step output\n\n")
-			first = false
-		}
-		fmt.Fprintf(b, "<details><summary>%s output: %s</summary>\n\n", htmlText(s.Name), htmlText(outputWords(s.Output)))
-		if lim.output == 0 {
-			b.WriteString("_Output left out to fit the review; it is in the evidence._\n\n</details>\n\n")
-			continue
-		}
-		text := sanitize(outputText(s.Output))
-		text, cut := cutMiddle(text, lim.output)
-		b.WriteString(fence(text))
-		if cut {
-			b.WriteString("\n_Truncated to fit the review._\n")
-		}
-		b.WriteString("\n</details>\n\n")
-	}
-}
-
-// outputText joins what an executor kept of a stream, saying where bytes
-// were dropped.
-func outputText(o validation.Output) string {
-	if !o.Truncated {
-		return o.Head + o.Tail
-	}
-	head := strings.TrimSuffix(o.Head, "\n")
-	return head + fmt.Sprintf("\n[… the executor kept only the head and tail of %s of output …]\n", size(o.Bytes)) + o.Tail
-}
-
-func writeNotes(b *strings.Builder, notes []string) {
-	if len(notes) == 0 {
-		return
-	}
-	b.WriteString("#### Notes\n\n")
-	for _, n := range notes {
-		b.WriteString("- " + prose(n) + "\n")
-	}
-	b.WriteString("\n")
-}
-
-func writeEvidence(b *strings.Builder, steps []validation.StepResult, ev map[string][]EvidenceLine) {
-	if len(ev) == 0 {
-		return
-	}
-	// Steps in plan order, then the run's own, then any other key sorted.
-	var keys []string
-	seen := map[string]bool{}
-	for _, s := range steps {
-		if len(ev[s.Name]) > 0 && !seen[s.Name] {
-			keys = append(keys, s.Name)
-			seen[s.Name] = true
-		}
-	}
-	var rest []string
-	for k := range ev {
-		if !seen[k] && len(ev[k]) > 0 {
-			rest = append(rest, k)
-		}
-	}
-	slices.Sort(rest)
-	keys = append(keys, rest...)
-	if len(keys) == 0 {
-		return
-	}
-	b.WriteString("#### Evidence\n\n")
-	for _, k := range keys {
-		for _, e := range ev[k] {
-			prefix := "run"
-			if k != "" {
-				prefix = code(k)
-			}
-			b.WriteString("- " + prefix + " · " + evidenceRef(e.Kind, e.Name, e.URL, e.Key, e.Note) + "\n")
-		}
-	}
-	b.WriteString("\n")
 }
 
 func writeCosts(b *strings.Builder, costs []CostLine) {

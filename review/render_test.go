@@ -436,7 +436,8 @@ func TestInlineAndCode(t *testing.T) {
 		{"code pipe", code("a|b"), "`a\\|b`"},
 		{"code empty", code(""), "—"},
 		{"shell join", shellJoin([]string{"sh", "-c", "echo 'hi'; exit 0"}), `sh -c 'echo '\''hi'\''; exit 0'`},
-		{"marker", safeMarker("46 --> <b>"), "46--b"},
+		{"marker", safeMarker("46 --> <b>"), "46-b"},
+		{"marker uuid", safeMarker("0f8e-4c1d"), "0f8e-4c1d"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

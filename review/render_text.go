@@ -52,26 +52,40 @@ func sanitize(s string) string {
 	var b strings.Builder
 	b.Grow(len(s) + len(s)/16)
 	var prev rune = '\n'
-	for i, r := range s {
-		if v := visibleRune(r); v != "" {
-			b.WriteString(v)
-			prev = 'x'
-			continue
+	start := 0 // s[start:i] is safe and not yet written
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c < 0x7f && c != '@' && c != '#' {
+			prev = rune(c)
+			i++
+			continue // the common case: plain printable ASCII
 		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		v := visibleRune(r)
 		switch {
+		case v != "":
+			b.WriteString(s[start:i])
+			b.WriteString(v)
+			start = i + size
+			prev = 'x'
 		case r == '#' && refFollows(s[i+1:]):
 			// #123 and owner/repo#123 link and notify another thread.
+			b.WriteString(s[start:i])
 			b.WriteString(zwsp)
-			b.WriteRune(r)
+			start = i
+			prev = r
 		case r == '@' && mentionFollows(s[i+1:]) && !isWordRune(prev):
 			// @user and @org/team ping people; emails (a@b) do not.
-			b.WriteRune(r)
+			b.WriteString(s[start : i+1])
 			b.WriteString(zwsp)
+			start = i + 1
+			prev = r
 		default:
-			b.WriteRune(r)
+			prev = r
 		}
-		prev = r
+		i += size
 	}
+	b.WriteString(s[start:])
 	return b.String()
 }
 
@@ -253,5 +267,9 @@ func safeMarker(s string) string {
 			b.WriteRune(r)
 		}
 	}
-	return strings.Trim(b.String(), "-.")
+	out := b.String()
+	for strings.Contains(out, "--") { // "--" may not appear in a comment
+		out = strings.ReplaceAll(out, "--", "-")
+	}
+	return strings.Trim(out, "-.")
 }

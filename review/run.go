@@ -41,6 +41,7 @@ func NewRecord(in RecordInput) validation.Record {
 		Notes:   append(append([]string(nil), in.Notes...), in.Result.Notes...),
 		Started: in.Result.Started, Finished: in.Result.Finished,
 	})
+	rec.VCPU, rec.MemoryGiB = in.Result.Resources.VCPU, in.Result.Resources.MemoryGiB
 	switch {
 	case in.Skipped != "":
 		rec.Outcome, rec.Reason, rec.Findings = validation.OutcomeSkipped, in.Skipped, []validation.Finding{}

@@ -37,7 +37,7 @@ const (
 	// DefaultSynchronous is the durability level. FULL syncs the WAL on
 	// every commit, so an acknowledged delivery survives power loss, not
 	// only a process crash; group commit pays one sync per batch.
-	DefaultSynchronous = SynchronousNormal
+	DefaultSynchronous = SynchronousFull
 	// DefaultMaxAttempts is how many times a job is claimed before a
 	// transient failure or an expired lease ends it dead.
 	DefaultMaxAttempts = 5

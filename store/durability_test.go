@@ -207,7 +207,11 @@ func TestBusyTimeoutBoundary(t *testing.T) {
 func TestConcurrentWritersNeverBusy(t *testing.T) {
 	c := newClock()
 	path := filepath.Join(t.TempDir(), "gilf.db")
-	dbs := []*store.DB{openAt(t, path, store.Options{Now: c.Now}), openAt(t, path, store.Options{Now: c.Now})}
+	// A long busy timeout: this test is about the upgrade deadlock, which
+	// fails at once whatever the timeout (see TestDeferredUpgradeIsBusy),
+	// not about two replicas starving each other on a loaded CI machine.
+	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second}
+	dbs := []*store.DB{openAt(t, path, opts), openAt(t, path, opts)}
 	const workers, each = 50, 6
 	var wg sync.WaitGroup
 	var claimed atomic.Int64

@@ -129,22 +129,32 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 		}
 	}()
 	st := d.stmts.in(ctx, tx)
+	// Each delivery of a shared batch sits in its own savepoint, so one
+	// that fails rolls back alone; a lone delivery needs none.
+	alone := len(batch) == 1
 	for i, r := range batch {
-		if _, err := tx.ExecContext(ctx, `SAVEPOINT delivery`); err != nil {
-			return fmt.Errorf("savepoint: %w", err)
+		if !alone {
+			if _, err := st.savepoint.ExecContext(ctx); err != nil {
+				return fmt.Errorf("savepoint: %w", err)
+			}
 		}
 		res, err := d.recordTx(ctx, st, r.d, r.job)
 		if err != nil {
 			d.log.Error("record delivery failed", "delivery_id", r.d.ID, "err", err)
+			if alone {
+				return err
+			}
 			results[i] = intakeRes{err: err}
-			if _, err := tx.ExecContext(ctx, `ROLLBACK TO delivery`); err != nil {
+			if _, err := st.rollbackTo.ExecContext(ctx); err != nil {
 				return fmt.Errorf("rollback to savepoint: %w", err)
 			}
 		} else {
 			results[i] = intakeRes{res: res}
 		}
-		if _, err := tx.ExecContext(ctx, `RELEASE delivery`); err != nil {
-			return fmt.Errorf("release savepoint: %w", err)
+		if !alone {
+			if _, err := st.release.ExecContext(ctx); err != nil {
+				return fmt.Errorf("release savepoint: %w", err)
+			}
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -247,7 +257,7 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 const (
 	sqlSelDelivery = `SELECT d.job_id, COALESCE(j.state, '') FROM deliveries d
 		LEFT JOIN jobs j ON j.id = d.job_id WHERE d.id = ?`
-	sqlNewerHead = `SELECT EXISTS (SELECT 1 FROM jobs WHERE repo = ?1 AND pr = ?2
+	sqlNewerHead = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated WHERE repo = ?1 AND pr = ?2
 		AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5)`
 	sqlUpsertJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 		trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
@@ -266,8 +276,10 @@ const (
 	RETURNING id, state, triggers`
 	// requeue: a superseded or cancelled job asked for again (a force-push
 	// back to its head, or a reinstalled App) runs again.
-	requeue      = `(jobs.state IN ('superseded', 'cancelled') AND excluded.state = 'queued')`
-	sqlSupersede = `UPDATE jobs SET state = 'superseded', reason = ?1, updated_at = ?2
+	requeue = `(jobs.state IN ('superseded', 'cancelled') AND excluded.state = 'queued')`
+	// INDEXED BY: only the few unfinished jobs of the PR are looked at,
+	// never its whole history.
+	sqlSupersede = `UPDATE jobs INDEXED BY jobs_pr SET state = 'superseded', reason = ?1, updated_at = ?2
 		WHERE repo = ?3 AND pr = ?4 AND (head_sha <> ?5 OR base_ref <> ?6)
 		AND state IN ('queued', 'running') AND pr_updated_at <= ?7`
 	sqlCancel = `UPDATE jobs SET state = 'cancelled', reason = ?1, updated_at = ?2
@@ -279,6 +291,7 @@ const (
 
 type intakeStmts struct {
 	selDelivery, newerHead, upsertJob, supersede, cancel, insDelivery *sql.Stmt
+	savepoint, rollbackTo, release                                    *sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -294,6 +307,9 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, sqlCancel},
 		{&s.insDelivery, sqlInsDelivery},
+		{&s.savepoint, `SAVEPOINT delivery`},
+		{&s.rollbackTo, `ROLLBACK TO delivery`},
+		{&s.release, `RELEASE delivery`},
 	} {
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -313,12 +329,16 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		supersede:   tx.StmtContext(ctx, s.supersede),
 		cancel:      tx.StmtContext(ctx, s.cancel),
 		insDelivery: tx.StmtContext(ctx, s.insDelivery),
+		savepoint:   tx.StmtContext(ctx, s.savepoint),
+		rollbackTo:  tx.StmtContext(ctx, s.rollbackTo),
+		release:     tx.StmtContext(ctx, s.release),
 	}
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.selDelivery, s.newerHead, s.upsertJob, s.supersede, s.cancel, s.insDelivery} {
+	for _, st := range []*sql.Stmt{s.selDelivery, s.newerHead, s.upsertJob, s.supersede, s.cancel, s.insDelivery,
+		s.savepoint, s.rollbackTo, s.release} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -271,5 +272,28 @@ func TestRecordDeliveryAfterCloseFails(t *testing.T) {
 	}
 	if err := db.Close(); err != nil {
 		t.Fatalf("second close: %v", err)
+	}
+}
+
+// TestCloseStopsWriter: Close waits for the group-commit goroutine and the
+// pools; no goroutine of the store outlives it.
+func TestCloseStopsWriter(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := newClock()
+	db, err := store.Open(context.Background(), t.TempDir()+"/g.db", testLogger(t), store.Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	record(t, db, delivery("d", []byte(`{}`), c.Now()), nil)
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Fatalf("%d goroutines after Close, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 }

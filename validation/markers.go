@@ -189,6 +189,9 @@ func (p *MarkerParser) Finish() ([]StepResult, string) {
 			r.Reason = "the step started but did not report how it ended"
 		case s.exit == 0:
 			r.Status, r.ExitCode = StatusPassed, new(0)
+		case ps.Timeout > 0 && s.exit == ShellTimeoutStatus:
+			r.Status, r.ExitCode = StatusTimedOut, new(s.exit)
+			r.Reason = fmt.Sprintf("timed out after %s (exit %d from the shell's timeout)", ps.Timeout, s.exit)
 		default:
 			r.Status, r.ExitCode = StatusFailed, new(s.exit)
 		}

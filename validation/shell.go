@@ -5,7 +5,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 )
 
 // Marker line prefixes (SPEC §3.3). A marker is a whole line:
@@ -45,6 +47,18 @@ func MarkerTag(nonce, step string) string { return nonce + "-" + step }
 // it): the status sh gives a command that is not found.
 const shellNoCommandStatus = 127
 
+// ShellTimeoutStatus is what the generated shell's per-step deadline
+// reports: GNU and busybox timeout exit 124 when the deadline passed. The
+// parser reads it as timed_out for a step that has a timeout (a step killed
+// after ShellKillGrace reports 137, which stays failed: a SIGKILL cannot be
+// told from any other). A script that exits 124 on its own is "timed out"
+// too: still a failure, never a pass.
+const ShellTimeoutStatus = 124
+
+// ShellKillGrace is how long the shell's deadline waits after SIGTERM
+// before SIGKILL.
+const ShellKillGrace = 5 * time.Second
+
 // BuildShell returns a POSIX sh script that runs plan's runnable steps in
 // order, for executors that take one shell (SPEC §3.3). The script sends
 // its own stderr to stdout, so one stream carries everything. For each
@@ -53,7 +67,9 @@ const shellNoCommandStatus = 127
 // stdout, CI=true exported); prints one newline of its own, so that the
 // END marker starts a line even when the output did not end with one (the
 // parser removes that newline again); and prints the END marker with the
-// exit status. Inconclusive steps are not run and get no markers. When the
+// exit status. A step with a Timeout runs under GNU timeout(1) --foreground
+// when the machine has it, so one slow step ends timed_out and the next still runs;
+// executors keep their own host-side deadline in any case. Inconclusive steps are not run and get no markers. When the
 // install step fails the script stops: later steps get no markers.
 //
 // The script exits 0 when it ran to its end, a failed install included;
@@ -68,6 +84,9 @@ func BuildShell(plan Plan, nonce string) []byte {
 	b.WriteString("CI=true\n")
 	b.WriteString("export CI\n")
 	b.WriteString("gilf_status=0\n")
+	// --foreground keeps the step in the shell's process group, so the
+	// executor's own group kill still reaches every process of the step.
+	b.WriteString("if timeout --foreground -k 1 1 true >/dev/null 2>&1; then gilf_timeout=1; else gilf_timeout=0; fi\n")
 	for _, s := range plan.Steps {
 		if s.Inconclusive != "" {
 			continue
@@ -76,7 +95,12 @@ func BuildShell(plan Plan, nonce string) []byte {
 		fmt.Fprintf(&b, "\n# step: %s\n", shellComment(s.Name))
 		fmt.Fprintf(&b, "printf '%%s\\n' %s\n", shellWord(MarkerStart+tag))
 		if cmd, ok := shellCommand(s.Argv); ok {
-			fmt.Fprintf(&b, "%s </dev/null 2>&1\n", cmd)
+			if s.Timeout > 0 {
+				fmt.Fprintf(&b, "if [ \"$gilf_timeout\" = 1 ]; then timeout --foreground -k %s %s %s </dev/null 2>&1; else %s </dev/null 2>&1; fi\n",
+					shellSeconds(ShellKillGrace), shellSeconds(s.Timeout), cmd, cmd)
+			} else {
+				fmt.Fprintf(&b, "%s </dev/null 2>&1\n", cmd)
+			}
 			b.WriteString("gilf_status=$?\n")
 		} else {
 			b.WriteString("printf '%s\\n' 'gilf: this step has no runnable command'\n")
@@ -89,6 +113,16 @@ func BuildShell(plan Plan, nonce string) []byte {
 	}
 	b.WriteString("exit 0\n")
 	return b.Bytes()
+}
+
+// shellSeconds writes d for timeout(1): whole seconds, or seconds with a
+// fraction, never below one millisecond.
+func shellSeconds(d time.Duration) string {
+	ms := max(d.Milliseconds(), 1)
+	if ms%1000 == 0 {
+		return strconv.FormatInt(ms/1000, 10)
+	}
+	return strconv.FormatFloat(float64(ms)/1000, 'f', 3, 64)
 }
 
 // shellWord returns s as one POSIX sh word: wrapped in single quotes, with

@@ -238,6 +238,10 @@ type Record struct {
 	Notes              []string  `json:"notes,omitempty"`
 	Started            time.Time `json:"started"`
 	Finished           time.Time `json:"finished"`
+	// VCPU and MemoryGiB are what the executor gave the run, for cost
+	// estimates; zero when unknown.
+	VCPU      float64 `json:"vcpu,omitempty"`
+	MemoryGiB float64 `json:"memoryGib,omitempty"`
 }
 
 // Intake (SPEC §1). The webhook hands these to the store in one call; they

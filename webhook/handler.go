@@ -171,8 +171,8 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (reply, error) {
 		}
 		if p.PullRequest != nil {
 			del.PR = p.PullRequest.Number
-			if validSHA(p.PullRequest.Head.SHA) {
-				del.HeadSHA = p.PullRequest.Head.SHA
+			if validSHA(p.PullRequest.HeadSHA) {
+				del.HeadSHA = p.PullRequest.HeadSHA
 			}
 		}
 	}

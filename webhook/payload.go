@@ -1,54 +1,41 @@
 package webhook
 
 import (
-	"encoding/json"
 	"fmt"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
 
-// payload holds only the fields intake needs. The raw body is stored whole;
-// encoding/json skips everything else.
+// payload holds only the fields intake needs; the raw body is stored
+// whole. See decode.go for how it is read.
 type payload struct {
-	Action       string   `json:"action"`
-	Number       int      `json:"number"`
-	Installation *idRef   `json:"installation"`
-	Repository   *repoRef `json:"repository"`
-	PullRequest  *struct {
-		Number    int    `json:"number"`
-		Draft     bool   `json:"draft"`
-		UpdatedAt string `json:"updated_at"`
-		Head      struct {
-			SHA  string   `json:"sha"`
-			Repo *repoRef `json:"repo"`
-		} `json:"head"`
-		Base struct {
-			Ref string `json:"ref"`
-		} `json:"base"`
-	} `json:"pull_request"`
-	Changes *struct {
-		Base json.RawMessage `json:"base"`
-	} `json:"changes"`
-	RepositoriesRemoved []repoRef `json:"repositories_removed"`
+	Action       string
+	Number       int
+	Installation *idRef
+	Repository   *repoRef
+	PullRequest  *prRef
+	// BaseChanged is true when changes.base is present and not null: an
+	// edited pull request whose base branch moved.
+	BaseChanged         bool
+	RepositoriesRemoved []repoRef
+}
+
+type prRef struct {
+	Number    int
+	Draft     bool
+	UpdatedAt string
+	HeadSHA   string
+	HeadRepo  *repoRef
+	BaseRef   string
 }
 
 type idRef struct {
-	ID int64 `json:"id"`
+	ID int64
 }
 
 type repoRef struct {
-	FullName string `json:"full_name"`
-}
-
-// decodePayload decodes the fields intake needs. Bad JSON wraps
-// ErrBadPayload.
-func decodePayload(body []byte) (payload, error) {
-	var p payload
-	if err := json.Unmarshal(body, &p); err != nil {
-		return payload{}, fmt.Errorf("%w: %w", ErrBadPayload, err)
-	}
-	return p, nil
+	FullName string
 }
 
 // Limits on the strings intake keeps from a payload.
@@ -121,7 +108,7 @@ func cancelDecision(p payload, repos []string, reason string) decision {
 func classifyPR(p payload, reviewDrafts bool) decision {
 	act := isJobAction(p.Action)
 	if p.Action == "edited" {
-		if p.Changes == nil || len(p.Changes.Base) == 0 || string(p.Changes.Base) == "null" {
+		if !p.BaseChanged {
 			return decision{status: validation.DeliveryIgnored, reason: "edited without a base branch change", code: 202}
 		}
 		act = true
@@ -135,9 +122,9 @@ func classifyPR(p payload, reviewDrafts bool) decision {
 		return invalid("pull_request object missing")
 	case p.Repository == nil || !validRepo(p.Repository.FullName):
 		return invalid("repository full_name missing or malformed")
-	case !validSHA(pr.Head.SHA):
+	case !validSHA(pr.HeadSHA):
 		return invalid("head sha is not 40 or 64 lower-case hex digits")
-	case len(pr.Base.Ref) > MaxRefLen:
+	case len(pr.BaseRef) > MaxRefLen:
 		return invalid("base ref too long")
 	}
 	number := pr.Number
@@ -147,7 +134,7 @@ func classifyPR(p payload, reviewDrafts bool) decision {
 	if number <= 0 {
 		return invalid("pull request number missing")
 	}
-	if pr.Head.Repo == nil || pr.Head.Repo.FullName == "" {
+	if pr.HeadRepo == nil || pr.HeadRepo.FullName == "" {
 		return decision{status: validation.DeliverySkipped, reason: "head repository missing (the fork was deleted)", code: 202}
 	}
 	if pr.Draft && !reviewDrafts {
@@ -168,8 +155,8 @@ func classifyPR(p payload, reviewDrafts bool) decision {
 	return decision{
 		status: validation.DeliveryQueued, reason: reason, code: 202,
 		job: &validation.JobSpec{
-			Repo: p.Repository.FullName, PR: number, HeadSHA: pr.Head.SHA, HeadRepo: pr.Head.Repo.FullName,
-			BaseRef: pr.Base.Ref, InstallationID: inst, Trigger: p.Action, PRUpdatedAt: updated,
+			Repo: p.Repository.FullName, PR: number, HeadSHA: pr.HeadSHA, HeadRepo: pr.HeadRepo.FullName,
+			BaseRef: pr.BaseRef, InstallationID: inst, Trigger: p.Action, PRUpdatedAt: updated,
 		},
 	}
 }

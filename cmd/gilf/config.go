@@ -36,6 +36,8 @@ type Config struct {
 	Log        LogConfig
 	DataDir    string // GILF_DATA_DIR: SQLite file, evidence, work dirs
 	Validation ValidationConfig
+	Evidence   EvidenceConfig
+	Costs      CostsConfig
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -82,6 +84,8 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.Log, errs = loadLog(getenv, errs)
 	c.Validation, errs = loadValidation(getenv, errs)
+	c.Evidence, errs = loadEvidence(getenv, errs)
+	c.Costs, errs = loadCosts(getenv, errs)
 	return c, errors.Join(errs...)
 }
 

@@ -46,6 +46,8 @@ type command struct {
 func commands() []command {
 	return []command{
 		{"validate", "validate a local checkout or .tar.gz and print the review", runValidate},
+		{"serve", "run the webhook intake, review workers, /healthz and /metrics", runServe},
+		{"costs", "print estimated validation spend by executor and day from the store", runCosts},
 	}
 }
 

@@ -320,6 +320,10 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			err = errors.Join(err, kerr)
 		}
 	}()
+	if cerr := ctx.Err(); cerr != nil {
+		res.Steps = notRun(req.Plan, "", reasonCancelled)
+		return res, fmt.Errorf("e2b: cancelled while the sandbox was created: %w", cerr)
+	}
 	if info.EnvdAccessToken != "" {
 		secrets = append(secrets, validation.Secret{Name: "envdAccessToken", Value: info.EnvdAccessToken})
 		capture.Secrets = secrets
@@ -348,6 +352,9 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	runDir := e.opts.WorkDir + "/run-" + nonce[:12]
 	platform, err := e.setup(ctx, envd, arch, size, runDir, secrets)
 	if err != nil {
+		if ctx.Err() != nil {
+			res.Steps = notRun(req.Plan, "", reasonCancelled)
+		}
 		return res, err
 	}
 	res.Platform = platform
@@ -414,7 +421,10 @@ func (e *Executor) create(ctx context.Context, req executors.Request, egress egr
 		Metadata:   metadata(req.Labels),
 	}
 	body.AllowInternetAccess, body.Network = egress.initial.allowInternet, egress.initial.config()
-	cctx, cancel := context.WithTimeout(ctx, e.opts.CreateTimeout)
+	// The create is not abandoned when the run is cancelled: a sandbox
+	// the API made after the client stopped listening would be orphaned.
+	// Run kills it once it has its ID.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CreateTimeout)
 	defer cancel()
 	info, err := e.api.create(cctx, body)
 	if err != nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -60,6 +61,7 @@ func (s egressState) update() networkConfig {
 type egressPlan struct {
 	initial  egressState
 	registry egressState
+	used     bool // some runnable step has network access
 }
 
 func planEgress(plan validation.Plan, allowOut []string) egressPlan {
@@ -71,13 +73,18 @@ func planEgress(plan validation.Plan, allowOut []string) egressPlan {
 	if len(hosts) == 0 {
 		p.registry = noEgress()
 	}
+	first := true
 	for _, st := range plan.Steps {
-		if st.Inconclusive == "" {
-			if st.Network == validation.NetworkFull {
+		if st.Inconclusive != "" {
+			continue
+		}
+		if st.Network == validation.NetworkFull {
+			p.used = true
+			if first {
 				p.initial = p.registry
 			}
-			break
 		}
+		first = false
 	}
 	return p
 }
@@ -90,7 +97,7 @@ func (p egressPlan) want(st validation.Step) egressState {
 }
 
 func (p egressPlan) note() string {
-	if !p.registry.open() {
+	if !p.registry.open() || !p.used {
 		return "egress: none for every step (allow_internet_access false, denyOut " + denyAll + ")"
 	}
 	return fmt.Sprintf("egress: steps with network access may reach only %s (denyOut %s); every other step runs with no egress",

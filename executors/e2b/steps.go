@@ -163,6 +163,23 @@ func runSteps(ctx context.Context, sp stepPlan, r stepRunner) (stepsOutcome, err
 	return out, runErr
 }
 
+// notRun is the result of a run that ended before any step ran (cancelled
+// while the sandbox was being prepared): every step not run with why,
+// inconclusive steps as they are.
+func notRun(plan validation.Plan, cwd, why string) []validation.StepResult {
+	steps := make([]validation.StepResult, len(plan.Steps))
+	for i, st := range plan.Steps {
+		steps[i] = validation.StepResult{
+			Name: st.Name, Argv: slices.Clone(st.Argv), Cwd: cwd, TimeoutMs: st.Timeout.Milliseconds(),
+			Network: st.Network, Reported: true, Status: validation.StatusNotRun, Reason: why,
+		}
+		if st.Inconclusive != "" {
+			steps[i].Status, steps[i].Reason = validation.StatusInconclusive, st.Inconclusive
+		}
+	}
+	return steps
+}
+
 // budget is the step's deadline for the provider: its timeout, cut to
 // what is left of the sandbox's lifetime (limited then reports the cut).
 // A step without a timeout gets what is left of the lifetime.

@@ -40,8 +40,12 @@ func (v cgroupVersion) String() string {
 var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
 
 // cgroupPollInterval is how often a cgroup's state is polled while it is
-// being frozen or emptied.
-const cgroupPollInterval = time.Millisecond
+// being frozen or removed; emptying it polls from cgroupPollFirst up,
+// doubling, since a killed process is usually gone within microseconds.
+const (
+	cgroupPollInterval = time.Millisecond
+	cgroupPollFirst    = 50 * time.Microsecond
+)
 
 // cgroupHost is where the step cgroups of this worker are made: below the
 // worker's own cgroup in each hierarchy.
@@ -150,14 +154,17 @@ type stepCgroup struct {
 	limited bool
 }
 
-// create makes the step cgroup name and, when the host allows it, sets
-// lim on it. On error nothing is left behind.
-func (h cgroupHost) create(name string, lim Limits) (*stepCgroup, error) {
+// create makes the cgroup name and, when the host allows it, sets lim on
+// it. On cgroup v1 the freezer hierarchy is joined only when freezer is
+// set. On error nothing is left behind.
+func (h cgroupHost) create(name string, lim Limits, freezer bool) (*stepCgroup, error) {
 	cg := &stepCgroup{version: h.version, dirs: map[string]string{}, limited: h.limits}
 	switch h.version {
 	case cgroupV1:
 		for c, parent := range h.v1 {
-			cg.dirs[c] = filepath.Join(parent, name)
+			if c != "freezer" || freezer {
+				cg.dirs[c] = filepath.Join(parent, name)
+			}
 		}
 	case cgroupV2:
 		cg.dirs[""] = filepath.Join(h.v2, name)
@@ -248,6 +255,9 @@ func (cg *stepCgroup) trackDir() string {
 // pids lists the processes in the step cgroup.
 func (cg *stepCgroup) pids() ([]int, error) {
 	b, err := os.ReadFile(filepath.Join(cg.trackDir(), "cgroup.procs"))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // a cgroup that is gone holds nothing
+	}
 	if err != nil {
 		return nil, fmt.Errorf("read cgroup procs: %w", err)
 	}
@@ -293,13 +303,16 @@ func (cg *stepCgroup) signal(sig syscall.Signal, skip ...int) error {
 	return nil
 }
 
-// kill SIGKILLs every process of the step cgroup and waits, at most
-// CgroupKillTimeout, until it is empty. v2 uses cgroup.kill; v1 freezes
-// the cgroup first so nothing can fork between the listing and the kill.
-func (cg *stepCgroup) kill(ctx context.Context) error {
+// kill SIGKILLs every process of the cgroup and waits, at most
+// CgroupKillTimeout, until it is empty. When processes outlive the first
+// SIGKILL (a fork racing the listing), the cgroup is frozen around the
+// next one. final uses v2's cgroup.kill, only when the cgroup is about to
+// be removed: this kernel kills every process later cloned into a cgroup
+// that was once killed that way.
+func (cg *stepCgroup) kill(ctx context.Context, final bool) error {
 	ctx, cancel := context.WithTimeout(ctx, CgroupKillTimeout)
 	defer cancel()
-	if cg.version == cgroupV2 {
+	if cg.version == cgroupV2 && final {
 		if f := filepath.Join(cg.dirs[""], "cgroup.kill"); fileExists(f) {
 			if err := writeFile(f, "1"); err != nil {
 				return fmt.Errorf("kill cgroup: %w", err)
@@ -311,7 +324,7 @@ func (cg *stepCgroup) kill(ctx context.Context) error {
 	if err := cg.signal(unix.SIGKILL); err != nil {
 		return err
 	}
-	freezer := cg.dirs["freezer"]
+	wait := cgroupPollFirst
 	for i := 0; ; i++ {
 		pids, err := cg.pids()
 		if err != nil {
@@ -323,45 +336,73 @@ func (cg *stepCgroup) kill(ctx context.Context) error {
 		// Give the first SIGKILL a moment before freezing: a process
 		// forked between the listing and the kill is what the freezer
 		// is for.
-		if freezer != "" && i >= 5 {
-			if err := cg.freeze(ctx, freezer); err != nil {
+		frozen := false
+		if i >= 5 {
+			if frozen, err = cg.setFrozen(ctx, true); err != nil {
 				return err
 			}
 		}
 		if err := cg.signal(unix.SIGKILL); err != nil {
 			return err
 		}
-		if freezer != "" && i >= 5 {
-			if err := writeFile(filepath.Join(freezer, "freezer.state"), "THAWED"); err != nil {
-				return fmt.Errorf("thaw cgroup: %w", err)
+		if frozen {
+			if _, err := cg.setFrozen(ctx, false); err != nil {
+				return err
 			}
 		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("cgroup %s still has processes %v: %w", cg.trackDir(), pids, ctx.Err())
-		case <-time.After(cgroupPollInterval):
+		case <-time.After(wait):
 		}
+		wait = min(2*wait, 5*cgroupPollInterval)
 	}
 }
 
-func (cg *stepCgroup) freeze(ctx context.Context, dir string) error {
-	state := filepath.Join(dir, "freezer.state")
-	if err := writeFile(state, "FROZEN"); err != nil {
-		return fmt.Errorf("freeze cgroup: %w", err)
+// setFrozen freezes or thaws the cgroup (v1 freezer, v2 cgroup.freeze)
+// and, when freezing, waits until it is frozen. It reports false when the
+// cgroup cannot be frozen.
+func (cg *stepCgroup) setFrozen(ctx context.Context, frozen bool) (bool, error) {
+	var file, value, stateFile, key, want string
+	switch {
+	case cg.version == cgroupV1 && cg.dirs["freezer"] != "":
+		file = filepath.Join(cg.dirs["freezer"], "freezer.state")
+		value, stateFile, want = "THAWED", file, "FROZEN"
+		if frozen {
+			value = "FROZEN"
+		}
+	case cg.version == cgroupV2 && fileExists(filepath.Join(cg.dirs[""], "cgroup.freeze")):
+		file = filepath.Join(cg.dirs[""], "cgroup.freeze")
+		value, stateFile, key, want = "0", filepath.Join(cg.dirs[""], "cgroup.events"), "frozen", "1"
+		if frozen {
+			value = "1"
+		}
+	default:
+		return false, nil
+	}
+	if err := writeFile(file, value); err != nil {
+		return false, fmt.Errorf("freeze cgroup: %w", err)
+	}
+	if !frozen {
+		return true, nil
 	}
 	for {
-		b, err := os.ReadFile(state)
+		b, err := os.ReadFile(stateFile)
 		if err != nil {
-			return fmt.Errorf("freeze cgroup: %w", err)
+			return false, fmt.Errorf("freeze cgroup: %w", err)
 		}
-		if strings.TrimSpace(string(b)) == "FROZEN" {
-			return nil
+		state := strings.TrimSpace(string(b))
+		if key != "" {
+			state = strconv.FormatInt(keyedValue(stateFile, key), 10)
+		}
+		if state == want {
+			return true, nil
 		}
 		select {
 		case <-ctx.Done():
 			// A process stuck in the kernel cannot be frozen; killing
 			// it unfrozen is still right.
-			return nil
+			return true, nil
 		case <-time.After(cgroupPollInterval):
 		}
 	}
@@ -457,4 +498,66 @@ func containsInt(s []int, v int) bool {
 		}
 	}
 	return false
+}
+
+// cgroupPrefix starts the name of every cgroup this package makes; the
+// worker's pid follows, so that cgroups of a worker that died can be told
+// from those of a live one.
+const cgroupPrefix = "gilf-local-"
+
+// cgroupName names a cgroup of this worker.
+func cgroupName(suffix string) string {
+	return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + suffix
+}
+
+// sweep kills and removes the cgroups left by workers that died (their
+// pid no longer exists) under this worker's own cgroup, and reports how
+// many it removed. A sandbox dies with its worker (--die-with-parent);
+// what can be left is an empty cgroup, or in tier none a daemon.
+func (h cgroupHost) sweep(ctx context.Context) (int, error) {
+	parents := map[string]string{}
+	switch h.version {
+	case cgroupV1:
+		parents = h.v1
+	case cgroupV2:
+		parents[""] = h.v2
+	}
+	stale := map[string]*stepCgroup{}
+	for c, parent := range parents {
+		entries, err := os.ReadDir(parent)
+		if err != nil {
+			return 0, fmt.Errorf("sweep cgroups: %w", err)
+		}
+		for _, en := range entries {
+			rest, ok := strings.CutPrefix(en.Name(), cgroupPrefix)
+			if !ok || !en.IsDir() {
+				continue
+			}
+			pidText, _, _ := strings.Cut(rest, "-")
+			pid, err := strconv.Atoi(pidText)
+			if err != nil || pid <= 0 || pid == os.Getpid() {
+				continue
+			}
+			if _, err := os.Stat("/proc/" + pidText); err == nil {
+				continue // its worker lives (or its pid was reused): not ours to judge
+			}
+			cg := stale[en.Name()]
+			if cg == nil {
+				cg = &stepCgroup{version: h.version, dirs: map[string]string{}}
+				stale[en.Name()] = cg
+			}
+			cg.dirs[c] = filepath.Join(parent, en.Name())
+		}
+	}
+	var errs []error
+	for _, cg := range stale {
+		if err := cg.kill(ctx, true); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if err := cg.remove(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return len(stale), errors.Join(errs...)
 }

@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -135,14 +136,14 @@ func TestStepCgroupReal(t *testing.T) {
 		t.Fatal(err)
 	}
 	lim := Limits{MemoryBytes: 128 << 20, Pids: 32, CPUs: 0.5}
-	cg, err := h.create("gilf-test-"+id, lim)
+	cg, err := h.create("gilf-test-"+id, lim, true)
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
 	removed := false
 	t.Cleanup(func() {
 		if !removed {
-			if err := cg.kill(context.Background()); err != nil {
+			if err := cg.kill(context.Background(), true); err != nil {
 				t.Error(err)
 			}
 			if err := cg.remove(); err != nil {
@@ -214,7 +215,7 @@ func TestStepCgroupReal(t *testing.T) {
 		t.Errorf("cgroup %v lacks the shell %d", pids, cmd.Process.Pid)
 	}
 	start := time.Now()
-	if err := cg.kill(context.Background()); err != nil {
+	if err := cg.kill(context.Background(), true); err != nil {
 		t.Fatalf("kill: %v", err)
 	}
 	if d := time.Since(start); d > CgroupKillTimeout {
@@ -254,7 +255,7 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 	if h.version != cgroupV2 {
 		t.Fatalf("detected %s under a cgroup2 mount", h.version)
 	}
-	e := newExec(t, Options{CgroupRoot: mnt, KillGrace: 200 * time.Millisecond})
+	e := newExec(t, Options{CgroupRoot: mnt, KillGrace: 2 * time.Second})
 	tier, err := e.Tier(context.Background())
 	if err != nil {
 		t.Fatalf("Tier: %v", err)
@@ -277,7 +278,7 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 			most := 0
 			defer func() { seen <- most }()
 			for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-				dirs, _ := filepath.Glob(filepath.Join(h.v2, "gilf-local-*-0", "cgroup.procs"))
+				dirs, _ := filepath.Glob(filepath.Join(h.v2, "gilf-local-*", "cgroup.procs"))
 				for _, d := range dirs {
 					b, _ := os.ReadFile(d)
 					most = max(most, len(strings.Fields(string(b))))
@@ -295,6 +296,9 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 		Progress: progress,
 		Plan: validation.Plan{Steps: []validation.Step{
 			shStep("test", "setsid sleep 100000 & sleep 2; echo done", 10*time.Second),
+			// A second step in the same cgroup, stopped by its
+			// timeout: SIGTERM reaches the step, not bwrap's init.
+			shStep("lint", `trap 'echo cleaned up; exit 0' TERM; sleep 1000 & wait`, time.Second),
 		}},
 	})
 	if err != nil {
@@ -303,10 +307,11 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 	if n := <-seen; n < 3 {
 		t.Errorf("the step cgroup held at most %d processes, want bwrap, its init and the step", n)
 	}
-	for _, s := range res.Steps {
-		if s.Status != validation.StatusPassed {
-			t.Errorf("step %s: %s %s %q", s.Name, s.Status, s.Reason, s.Output.Head)
-		}
+	if s := res.Steps[0]; s.Status != validation.StatusPassed {
+		t.Errorf("step %s: %s %s %q", s.Name, s.Status, s.Reason, s.Output.Head)
+	}
+	if s := res.Steps[1]; s.Status != validation.StatusTimedOut || !strings.Contains(s.Output.Head, "cleaned up") {
+		t.Errorf("step %s: %s %s %q", s.Name, s.Status, s.Reason, s.Output.Head)
 	}
 	entries, err := os.ReadDir(filepath.Join(h.v2))
 	if err != nil {
@@ -315,6 +320,69 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 	for _, en := range entries {
 		if strings.HasPrefix(en.Name(), "gilf-") {
 			t.Errorf("step cgroup %s left behind", en.Name())
+		}
+	}
+}
+
+// The cgroups of a worker that died are swept at the probe, with what
+// still runs in them; those of a live worker are left alone.
+func TestSweepStaleCgroups(t *testing.T) {
+	h := hostCgroups(t, DefaultCgroupRoot)
+	dead := exec.Command("/bin/true")
+	if err := dead.Run(); err != nil {
+		t.Fatal(err)
+	}
+	deadPid := dead.Process.Pid
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d", deadPid)); err == nil {
+		t.Fatalf("pid %d was reused already", deadPid)
+	}
+	lim := Limits{MemoryBytes: 64 << 20, Pids: 16, CPUs: 1}
+	stale, err := h.create(fmt.Sprintf("%s%d-run-stale", cgroupPrefix, deadPid), lim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := h.create(cgroupPrefix+"1-run-live", lim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		for _, cg := range []*stepCgroup{stale, live} {
+			if err := cg.kill(context.Background(), true); err != nil {
+				t.Error(err)
+			}
+			if err := cg.remove(); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	// A daemon left in the stale cgroup.
+	daemon := exec.Command("/bin/sleep", "1000")
+	if err := daemon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- daemon.Wait() }()
+	if err := stale.add(daemon.Process.Pid); err != nil {
+		t.Fatal(err)
+	}
+
+	e := newExec(t, Options{})
+	if _, err := e.Tier(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-waited:
+	case <-time.After(5 * time.Second):
+		t.Error("the daemon in the stale cgroup was not killed")
+	}
+	for _, d := range stale.dirs {
+		if _, err := os.Stat(d); !os.IsNotExist(err) {
+			t.Errorf("stale cgroup %s still there: %v", d, err)
+		}
+	}
+	for _, d := range live.dirs {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("a live worker's cgroup %s was removed: %v", d, err)
 		}
 	}
 }

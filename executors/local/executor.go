@@ -116,10 +116,18 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		direct:    p.tier == validation.TierNone,
 		cg:        p.cg,
 		secrets:   req.Secrets,
-		name:      "gilf-local-" + runID,
+		name:      cgroupName("run-" + runID),
 		denyDirs:  denyDirs,
 		denyFiles: denyFiles,
 	}
+	if err := sb.openCgroup(); err != nil {
+		return executors.Result{}, err
+	}
+	defer func() {
+		if cerr := sb.closeCgroup(context.WithoutCancel(ctx)); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
 	if sb.cg.limits && sb.cg.version != cgroupNone {
 		l := e.opts.Limits
 		res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
@@ -129,7 +137,6 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		step:      validation.Step{Name: "platform-probe", Argv: []string{"node", "--version"}},
 		timeout:   ProbeTimeout,
 		maxOutput: ProbeMaxOutputBytes,
-		cgName:    sb.name + "-probe",
 	})
 	if perr != nil {
 		return executors.Result{}, fmt.Errorf("platform probe: %w", perr)
@@ -142,7 +149,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 
 	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))
 	stop := "" // why later steps are not run
-	for i, st := range req.Plan.Steps {
+	for _, st := range req.Plan.Steps {
 		if st.Inconclusive != "" {
 			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusInconclusive, st.Inconclusive))
 			continue
@@ -167,7 +174,6 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			step:      st,
 			timeout:   timeout,
 			maxOutput: e.opts.MaxOutputBytes,
-			cgName:    fmt.Sprintf("%s-%d", sb.name, i),
 		})
 		e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
 			slog.String("executor", Name), slog.String("step", st.Name),

@@ -421,3 +421,22 @@ func untar(t *testing.T, file string) string {
 	}
 	return filepath.Join(dst, top)
 }
+
+// A probe that cannot run refuses as unknown, and is tried again.
+func TestTierUnknownIsNotCached(t *testing.T) {
+	root := filepath.Join(workRoot(t), "later")
+	e := newExec(t, Options{WorkRoot: root})
+	req := executors.Request{Dir: repo(t, nil), Plan: validation.Plan{Steps: []validation.Step{shStep("test", "true", 10*time.Second)}}}
+	_, err := e.Run(context.Background(), req)
+	var r *validation.Refusal
+	if !errors.As(err, &r) || r.Code != validation.CodeIsolationTierUnknown {
+		t.Fatalf("Run without a work root: %v, want refusal %s", err, validation.CodeIsolationTierUnknown)
+	}
+	if err := os.Mkdir(root, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	res, err := e.Run(context.Background(), req)
+	if err != nil || res.Steps[0].Status != validation.StatusPassed {
+		t.Fatalf("Run once the work root exists: %v %+v", err, res.Steps)
+	}
+}

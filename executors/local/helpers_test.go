@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -57,6 +58,7 @@ func newExec(t *testing.T, opts Options) *Executor {
 	}
 	t.Cleanup(func() {
 		assertNoSandboxProcesses(t, e.opts.SandboxUID)
+		killSandboxProcesses(t, e.opts.SandboxUID)
 		entries, err := os.ReadDir(opts.WorkRoot)
 		if err != nil {
 			t.Errorf("read work root: %v", err)
@@ -163,4 +165,25 @@ func testUID(t *testing.T) uint32 {
 	h := fnv.New32a()
 	h.Write([]byte(t.Name()))
 	return 300000 + h.Sum32()%100000
+}
+
+// killSandboxProcesses stops and kills what a failed test left running as
+// its own sandbox uid, so a runaway cannot outlive the test.
+func killSandboxProcesses(t *testing.T, uid uint32) {
+	t.Helper()
+	for range 20 {
+		left := sandboxProcesses(t, uid)
+		if len(left) == 0 {
+			return
+		}
+		for _, sig := range []syscall.Signal{syscall.SIGSTOP, syscall.SIGKILL} {
+			for _, p := range left {
+				if pid, err := strconv.Atoi(strings.Fields(p)[0]); err == nil {
+					syscall.Kill(pid, sig)
+				}
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Errorf("processes of uid %d survive SIGKILL", uid)
 }

@@ -95,3 +95,23 @@ func TestDrainTimeoutTierNone(t *testing.T) {
 		}
 	}
 }
+
+// Tier none on a host with cgroups: a forking daemon in its own session
+// escapes the process group, not the cgroup, whose kill (frozen when it
+// must be) leaves nothing behind.
+func TestTierNoneCgroupKillsForkingDaemon(t *testing.T) {
+	e := newExec(t, Options{
+		BwrapPath: filepath.Join(t.TempDir(), "no-bwrap"),
+		MinTier:   validation.TierNone,
+		Limits:    Limits{Pids: 64},
+	})
+	start := time.Now()
+	s := step0(t, runPlan(t, e, repo(t, nil), shStep("test", `setsid sh -c 'while :; do sleep 100 & done' >/dev/null 2>&1 & sleep 0.5; echo leaving`, 10*time.Second)))
+	wantStatus(t, s, validation.StatusPassed)
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("took %s", d)
+	}
+	if left := sandboxProcesses(t, e.opts.SandboxUID); len(left) != 0 {
+		t.Errorf("left after the run: %d processes, e.g. %v", len(left), left[0])
+	}
+}

@@ -106,6 +106,12 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		res.cg = detectCgroups(p.opts.CgroupRoot, self)
 	}
 	if res.cg.version != cgroupNone {
+		if n, err := res.cg.sweep(ctx); err != nil {
+			p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
+		} else if n > 0 {
+			p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
+				slog.String("executor", Name), slog.Int("count", n))
+		}
 		res.cg = p.checkCgroups(res.cg)
 	}
 
@@ -125,11 +131,15 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		return nil, nil, err
 	}
 	step := validation.Step{Name: "isolation-probe", Argv: []string{"/bin/sh", "-c", probeScript, "probe", strconv.FormatUint(uint64(p.opts.SandboxUID), 10)}}
-	run := func(cg cgroupHost) (validation.StepResult, error) {
-		sb := &sandbox{opts: p.opts, dirs: dirs, cg: cg, name: "gilf-probe-" + id}
+	run := func(cg cgroupHost) (r validation.StepResult, err error) {
+		sb := &sandbox{opts: p.opts, dirs: dirs, cg: cg, name: cgroupName("probe-" + id)}
 		// The probe needs no network, whatever the options say.
 		sb.opts.AllowNetwork = false
-		return sb.runStep(ctx, stepRun{step: step, timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes, cgName: sb.name})
+		if err := sb.openCgroup(); err != nil {
+			return r, err
+		}
+		defer func() { err = errors.Join(err, sb.closeCgroup(context.WithoutCancel(ctx))) }()
+		return sb.runStep(ctx, stepRun{step: step, timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes})
 	}
 
 	if _, err := os.Stat(p.opts.BwrapPath); err != nil {
@@ -173,11 +183,19 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 // direct checks that tier none can at least run a process as the sandbox
 // uid.
 func (p *prober) direct(ctx context.Context, res *probed, dirs runDirs) (*probed, *validation.Refusal, error) {
-	sb := &sandbox{opts: p.opts, dirs: dirs, cg: res.cg, direct: true, name: "gilf-probe-direct"}
-	_, err := sb.runStep(ctx, stepRun{
+	id, err := randomID()
+	if err != nil {
+		return nil, nil, err
+	}
+	sb := &sandbox{opts: p.opts, dirs: dirs, cg: res.cg, direct: true, name: cgroupName("probe-direct-" + id)}
+	if err := sb.openCgroup(); err != nil {
+		return nil, nil, fmt.Errorf("isolation probe: %w", err)
+	}
+	_, err = sb.runStep(ctx, stepRun{
 		step:    validation.Step{Name: "isolation-probe", Argv: []string{"/bin/true"}},
-		timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes, cgName: sb.name,
+		timeout: ProbeTimeout, maxOutput: ProbeMaxOutputBytes,
 	})
+	err = errors.Join(err, sb.closeCgroup(context.WithoutCancel(ctx)))
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("isolation probe: %w", ctx.Err())
 	}
@@ -198,7 +216,7 @@ func (p *prober) checkCgroups(h cgroupHost) cgroupHost {
 		h.version, h.why = cgroupNone, err.Error()
 		return h
 	}
-	cg, err := h.create("gilf-probe-"+id, p.opts.Limits)
+	cg, err := h.create(cgroupName("check-"+id), p.opts.Limits, false)
 	if err == nil {
 		if rerr := cg.remove(); rerr != nil {
 			h.version, h.why = cgroupNone, rerr.Error()
@@ -207,7 +225,7 @@ func (p *prober) checkCgroups(h cgroupHost) cgroupHost {
 	}
 	if h.limits {
 		h.limits, h.why = false, "cannot set cgroup limits: "+err.Error()
-		if cg, err2 := h.create("gilf-probe-"+id, p.opts.Limits); err2 == nil {
+		if cg, err2 := h.create(cgroupName("check-"+id), p.opts.Limits, false); err2 == nil {
 			if rerr := cg.remove(); rerr == nil {
 				return h
 			}

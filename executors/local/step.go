@@ -27,10 +27,13 @@ type sandbox struct {
 	dirs runDirs
 	// direct runs steps without bwrap (tier none: process hardening only).
 	direct bool
-	// cg is where step cgroups are made; version cgroupNone for none.
-	cg      cgroupHost
+	// cg is where the run's cgroup is made; version cgroupNone for none.
+	cg cgroupHost
+	// cgroup is the run's cgroup (nil without cgroups): the steps run in
+	// it one after another, and it is empty between steps.
+	cgroup  *stepCgroup
 	secrets []validation.Secret
-	// name prefixes the run's cgroup names.
+	// name names the run's cgroup.
 	name string
 	// denyDirs and denyFiles split Options.DenyRead (see Paths).
 	denyDirs  []string
@@ -42,8 +45,6 @@ type stepRun struct {
 	step      validation.Step
 	timeout   time.Duration
 	maxOutput int
-	// cgName names the step's cgroup.
-	cgName string
 }
 
 // runStep runs one step to its end and returns its result. An error is an
@@ -69,18 +70,17 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		return res, errors.New("step has no command")
 	}
 
-	// The cgroup, when there is one, exists before any process does.
-	var cg *stepCgroup
-	if s.cg.version != cgroupNone {
-		cg, err = s.cg.create(sr.cgName, s.opts.Limits)
-		if err != nil {
-			return res, fmt.Errorf("step %s: %w", sr.step.Name, err)
-		}
+	// The run's cgroup, when there is one, exists before any process
+	// does; its counters are cumulative, so the step's are deltas.
+	cg := s.cgroup
+	var oom0, pids0 int64
+	if cg != nil {
+		oom0, pids0 = cg.oomKills(), cg.pidsMaxHits()
+		// Whatever happens below, the cgroup is empty when the step
+		// ends.
 		defer func() {
-			kerr := cg.kill(context.WithoutCancel(ctx))
-			rerr := cg.remove()
-			if kerr != nil || rerr != nil {
-				err = errors.Join(err, fmt.Errorf("step %s cleanup: %w", sr.step.Name, errors.Join(kerr, rerr)))
+			if kerr := cg.kill(context.WithoutCancel(ctx), false); kerr != nil {
+				err = errors.Join(err, fmt.Errorf("step %s cleanup: %w", sr.step.Name, kerr))
 			}
 		}()
 	}
@@ -132,24 +132,14 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 
 	var innerPid int
 	if handshake.active() {
-		innerPid, err = handshake.place(cmd.Process.Pid, cg)
+		innerPid, err = handshake.place(cg, cmd.Process.Pid)
 		if err != nil {
-			// The sandbox never ran anything: an infrastructure failure.
+			// The step never ran anything: an infrastructure failure.
 			killGroup(pgid, cg, unix.SIGKILL)
 			werr := cmd.Wait()
 			out := collect(outR, stream)
-			return res, fmt.Errorf("set up sandbox for step %s: %w (bwrap: %v; output: %q)",
+			return res, fmt.Errorf("set up step %s: %w (exit: %v; output: %q)",
 				sr.step.Name, err, werr, firstLine(out.Head))
-		}
-	} else if cg != nil && s.cg.version == cgroupV1 {
-		// Direct mode on cgroup v1: placed after start. A process
-		// forked before this line escapes the limits, not the kill of
-		// its process group.
-		if err := cg.add(cmd.Process.Pid); err != nil {
-			killGroup(pgid, cg, unix.SIGKILL)
-			werr := cmd.Wait()
-			collect(outR, stream)
-			return res, fmt.Errorf("place step %s in cgroup: %w (%v)", sr.step.Name, err, werr)
 		}
 	}
 
@@ -166,7 +156,10 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		// lists them (bwrap itself would take the whole namespace
 		// down at once), else to bwrap's process group.
 		if cg != nil {
-			if serr := cg.signal(unix.SIGTERM, cmd.Process.Pid, innerPid); serr != nil {
+			// Not bwrap, nor the sandbox's init (on cgroup v2 found as
+			// bwrap's child): either one dying ends the namespace.
+			skip := append([]int{cmd.Process.Pid, innerPid}, childrenOf(cmd.Process.Pid)...)
+			if serr := cg.signal(unix.SIGTERM, skip...); serr != nil {
 				killGroup(pgid, nil, unix.SIGTERM)
 			}
 		} else {
@@ -191,7 +184,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	// Everything left in the cgroup (a daemon that left the process
 	// group) dies now, so the output pipe can reach its end.
 	if cg != nil {
-		if kerr := cg.kill(context.WithoutCancel(ctx)); kerr != nil {
+		if kerr := cg.kill(context.WithoutCancel(ctx), false); kerr != nil {
 			err = errors.Join(err, fmt.Errorf("step %s cleanup: %w", sr.step.Name, kerr))
 		}
 	}
@@ -213,8 +206,8 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		}
 	}
 	if cg != nil {
-		o.oomKills = cg.oomKills()
-		o.pidsHits = cg.pidsMaxHits()
+		o.oomKills = cg.oomKills() - oom0
+		o.pidsHits = cg.pidsMaxHits() - pids0
 	}
 	v := classify(o)
 	res.Status, res.ExitCode, res.Signal, res.Reason = v.status, v.exitCode, v.signal, v.reason
@@ -226,6 +219,35 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		res.Reason = joinReason(res.Reason, fmt.Sprintf("output was still open %s after the step ended and was cut", OutputDrainTimeout))
 	}
 	return res, err
+}
+
+// openCgroup makes the run's cgroup, with the limits when the host allows
+// them. The freezer is joined only in direct mode: in a sandbox, killing
+// its init kills the whole pid namespace at once.
+func (s *sandbox) openCgroup() error {
+	if s.cg.version == cgroupNone {
+		return nil
+	}
+	cg, err := s.cg.create(s.name, s.opts.Limits, s.direct)
+	if err != nil {
+		return fmt.Errorf("run cgroup: %w", err)
+	}
+	s.cgroup = cg
+	return nil
+}
+
+// closeCgroup kills whatever is left in the run's cgroup and removes it.
+func (s *sandbox) closeCgroup(ctx context.Context) error {
+	if s.cgroup == nil {
+		return nil
+	}
+	kerr := s.cgroup.kill(ctx, true)
+	rerr := s.cgroup.remove()
+	s.cgroup = nil
+	if err := errors.Join(kerr, rerr); err != nil {
+		return fmt.Errorf("run cgroup cleanup: %w", err)
+	}
+	return nil
 }
 
 // command builds the process of one step: bwrap, or in direct mode the
@@ -256,6 +278,15 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 			return nil, nil, fmt.Errorf("step %s: %w", sr.step.Name, err)
 		}
 		argv = append([]string{prog}, sr.step.Argv[1:]...)
+		if cg != nil && cg.version == cgroupV1 {
+			// Nothing holds a plain process before it runs: a fixed
+			// shim waits on descriptor 3 until it is in the cgroup,
+			// then execs the step's argv (never a shell string).
+			if err := hs.open(false); err != nil {
+				return nil, nil, err
+			}
+			argv = append([]string{"/bin/sh", "-c", directShim, "gilf-shim"}, argv...)
+		}
 	} else {
 		paths := Paths{
 			Workspace: s.dirs.Workspace,
@@ -265,7 +296,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 			DenyFiles: s.denyFiles,
 		}
 		if cg != nil && cg.version == cgroupV1 {
-			if err := hs.open(); err != nil {
+			if err := hs.open(true); err != nil {
 				return nil, nil, err
 			}
 			// ExtraFiles[i] is the child's descriptor 3+i.
@@ -294,24 +325,34 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 		SysProcAttr: attr,
 		WaitDelay:   s.opts.KillGrace,
 	}
-	if hs.active() {
+	switch {
+	case hs.infoW != nil:
 		cmd.ExtraFiles = []*os.File{hs.infoW, hs.blockR}
+	case hs.blockR != nil:
+		cmd.ExtraFiles = []*os.File{hs.blockR}
 	}
 	return cmd, hs, nil
 }
 
-// handshake holds the pipes of bwrap's --info-fd and --block-fd, with
-// which a cgroup v1 step is placed in its cgroup before it runs anything.
+// directShim holds a direct-mode step until it is in its cgroup: it reads
+// one line from descriptor 3, closes it and execs its arguments.
+const directShim = `read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
+
+// handshake holds the pipes with which a cgroup v1 step is placed in its
+// cgroup before it runs anything: bwrap's --info-fd and --block-fd, or
+// the block pipe of directShim.
 type handshake struct {
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
 	cgroupDir      *os.File
 }
 
-func (h *handshake) open() error {
+func (h *handshake) open(info bool) error {
 	var err error
-	if h.infoR, h.infoW, err = os.Pipe(); err != nil {
-		return fmt.Errorf("info pipe: %w", err)
+	if info {
+		if h.infoR, h.infoW, err = os.Pipe(); err != nil {
+			return fmt.Errorf("info pipe: %w", err)
+		}
 	}
 	if h.blockR, h.blockW, err = os.Pipe(); err != nil {
 		h.closeAll()
@@ -320,7 +361,7 @@ func (h *handshake) open() error {
 	return nil
 }
 
-func (h *handshake) active() bool { return h.infoR != nil }
+func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
@@ -342,35 +383,41 @@ func (h *handshake) closeAll() {
 	}
 }
 
-// place reads the sandbox's pid from bwrap's info pipe, moves bwrap and
-// it into cg, and lets bwrap go on. It returns the sandbox's pid.
-func (h *handshake) place(bwrapPid int, cg *stepCgroup) (int, error) {
-	if err := h.infoR.SetReadDeadline(time.Now().Add(SetupTimeout)); err != nil {
-		return 0, fmt.Errorf("info pipe deadline: %w", err)
-	}
-	var info struct {
-		ChildPid int `json:"child-pid"`
-	}
-	// bwrap writes one small JSON object; a bounded read is enough.
-	if err := json.NewDecoder(io.LimitReader(h.infoR, 64<<10)).Decode(&info); err != nil {
-		return 0, fmt.Errorf("read bwrap info: %w", err)
-	}
-	if info.ChildPid <= 0 {
-		return 0, errors.New("bwrap info has no child pid")
-	}
-	for _, pid := range []int{bwrapPid, info.ChildPid} {
-		if err := cg.add(pid); err != nil {
-			return 0, err
+// place moves the step into cg and lets it go on. With bwrap, that is the
+// sandbox's init, whose pid bwrap reports on the info pipe; without, the
+// shim (pid). It returns the pid it placed.
+func (h *handshake) place(cg *stepCgroup, pid int) (int, error) {
+	if h.infoR != nil {
+		if err := h.infoR.SetReadDeadline(time.Now().Add(SetupTimeout)); err != nil {
+			return 0, fmt.Errorf("info pipe deadline: %w", err)
 		}
+		var info struct {
+			ChildPid int `json:"child-pid"`
+		}
+		// bwrap writes one small JSON object; a bounded read is enough.
+		if err := json.NewDecoder(io.LimitReader(h.infoR, 64<<10)).Decode(&info); err != nil {
+			return 0, fmt.Errorf("read bwrap info: %w", err)
+		}
+		if info.ChildPid <= 0 {
+			return 0, errors.New("bwrap info has no child pid")
+		}
+		// Only the sandbox's init: everything that runs untrusted
+		// code descends from it. bwrap itself stays outside, in the
+		// step's process group; each move costs the kernel an RCU
+		// grace period.
+		pid = info.ChildPid
 	}
-	if _, err := h.blockW.Write([]byte{'1'}); err != nil {
+	if err := cg.add(pid); err != nil {
+		return 0, err
+	}
+	if _, err := h.blockW.Write([]byte{'\n'}); err != nil {
 		return 0, fmt.Errorf("release sandbox: %w", err)
 	}
 	if err := h.blockW.Close(); err != nil {
 		return 0, fmt.Errorf("release sandbox: %w", err)
 	}
 	h.blockW = nil
-	return info.ChildPid, nil
+	return pid, nil
 }
 
 // killGroup signals a step's process group and, for SIGKILL, its cgroup.
@@ -463,4 +510,20 @@ func cloexecInherited() error {
 		}
 	}
 	return nil
+}
+
+// childrenOf lists pid's children; empty when the kernel does not say.
+func childrenOf(pid int) []int {
+	p := strconv.Itoa(pid)
+	b, err := os.ReadFile("/proc/" + p + "/task/" + p + "/children")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, f := range strings.Fields(string(b)) {
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, n)
+		}
+	}
+	return out
 }

@@ -5,10 +5,11 @@ exec 2>&1
 CI=true
 export CI
 gilf_status=0
+if timeout --foreground -k 1 1 true >/dev/null 2>&1; then gilf_timeout=1; else gilf_timeout=0; fi
 
 # step: install
 printf '%s\n' '__GILF_VALIDATION_START__:0123456789abcdef0123456789abcdef-install'
-'npm' 'ci' </dev/null 2>&1
+if [ "$gilf_timeout" = 1 ]; then timeout --foreground -k 5 600 'npm' 'ci' </dev/null 2>&1; else 'npm' 'ci' </dev/null 2>&1; fi
 gilf_status=$?
 printf '\n%s:%s\n' '__GILF_VALIDATION_END__:0123456789abcdef0123456789abcdef-install' "$gilf_status"
 if [ "$gilf_status" -ne 0 ]; then exit 0; fi

@@ -1,0 +1,303 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/review"
+	"github.com/gilf-review/gilf/review/github"
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/webhook"
+)
+
+// This file adapts the store to the worker's Queue and to the webhook's
+// Inbox.
+
+// storeQueue is review.Queue over the store. The store's lease carries
+// its owner and TTL besides the fencing token a review.Claim holds, so
+// the queue keeps the leases it handed out until the claim ends.
+type storeQueue struct {
+	db      *store.DB
+	log     *slog.Logger
+	metrics *serveMetrics
+
+	mu     sync.Mutex
+	leases map[leaseKey]store.Lease
+}
+
+type leaseKey struct {
+	job, gen int64
+}
+
+var _ review.Queue = (*storeQueue)(nil)
+
+func newStoreQueue(db *store.DB, log *slog.Logger, m *serveMetrics) *storeQueue {
+	return &storeQueue{db: db, log: log, metrics: m, leases: make(map[leaseKey]store.Lease)}
+}
+
+// Claim leases the next due job.
+func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duration) (review.Claim, bool, error) {
+	j, ok, err := q.db.Claim(ctx, owner, lease)
+	if err != nil || !ok {
+		return review.Claim{}, false, err
+	}
+	q.mu.Lock()
+	q.leases[leaseKey{j.ID, j.Lease.Gen}] = j.Lease
+	q.mu.Unlock()
+	q.metrics.claimed.Inc()
+	q.metrics.running.Inc()
+	return review.Claim{Job: jobOf(j), Token: j.Lease.Gen}, true, nil
+}
+
+// jobOf converts a claimed store job. A repository name without an owner
+// cannot come from intake; it is kept whole so the GitHub client refuses
+// it with a clear error.
+func jobOf(j store.Job) review.Job {
+	owner, name, ok := strings.Cut(j.Repo, "/")
+	if !ok {
+		owner, name = j.Repo, ""
+	}
+	return review.Job{
+		ID: j.ID, InstallationID: j.InstallationID, Owner: owner, Repo: name,
+		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts,
+	}
+}
+
+func (q *storeQueue) lease(c review.Claim) (store.Lease, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	l, ok := q.leases[leaseKey{c.Job.ID, c.Token}]
+	if !ok {
+		return l, fmt.Errorf("job %d (gen %d) is not held by this process: %w", c.Job.ID, c.Token, store.ErrLeaseLost)
+	}
+	return l, nil
+}
+
+// release forgets a claim; it ends in this process whatever happens next.
+func (q *storeQueue) release(c review.Claim) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if _, ok := q.leases[leaseKey{c.Job.ID, c.Token}]; ok {
+		delete(q.leases, leaseKey{c.Job.ID, c.Token})
+		q.metrics.running.Dec()
+	}
+}
+
+// Heartbeat extends the lease; a lost lease ends the claim here.
+func (q *storeQueue) Heartbeat(ctx context.Context, c review.Claim, ttl time.Duration) error {
+	l, err := q.lease(c)
+	if err != nil {
+		return err
+	}
+	l.TTL = ttl
+	nl, err := q.db.Heartbeat(ctx, l)
+	if errors.Is(err, store.ErrLeaseLost) {
+		q.release(c)
+		q.metrics.finished.WithLabelValues("lease_lost").Inc()
+	}
+	if err != nil {
+		return err
+	}
+	q.mu.Lock()
+	if _, ok := q.leases[leaseKey{c.Job.ID, c.Token}]; ok {
+		q.leases[leaseKey{c.Job.ID, c.Token}] = nl
+	}
+	q.mu.Unlock()
+	return nil
+}
+
+// Complete records the run — record, steps, findings, cost spans, shadow
+// telemetry — and ends the job done, fenced by the lease.
+func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Result) error {
+	l, err := q.lease(c)
+	if err != nil {
+		return err
+	}
+	defer q.release(c)
+	if len(res.HookErrors) > 0 {
+		q.log.Warn("post-run hooks failed; original findings kept", "job_id", c.Job.ID, "errors", res.HookErrors)
+	}
+	runID, err := q.db.Finish(ctx, l, runRecord(res))
+	if err != nil {
+		result := "store_error"
+		if errors.Is(err, store.ErrLeaseLost) {
+			result = "lease_lost"
+		}
+		q.metrics.finished.WithLabelValues(result).Inc()
+		return fmt.Errorf("complete job %d: %w", c.Job.ID, err)
+	}
+	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
+	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
+	q.log.Info("job done", "job_id", c.Job.ID, "run_id", runID, "outcome", res.Record.Outcome,
+		"executor", res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
+	return nil
+}
+
+// Retry releases the job after an infrastructure failure: queued again
+// with backoff when the failure is transient, failed when retrying
+// cannot help, dead after the last attempt.
+func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) error {
+	l, err := q.lease(c)
+	if err != nil {
+		return err
+	}
+	defer q.release(c)
+	r, err := q.db.Retry(ctx, l, store.Failure{Err: retryCause(cause), Transient: transient(cause)})
+	if err != nil {
+		result := "store_error"
+		if errors.Is(err, store.ErrLeaseLost) {
+			result = "lease_lost"
+		}
+		q.metrics.finished.WithLabelValues(result).Inc()
+		return fmt.Errorf("release job %d: %w", c.Job.ID, err)
+	}
+	q.metrics.finished.WithLabelValues(string(r.State)).Inc()
+	q.log.Info("job released", "job_id", c.Job.ID, "state", r.State, "next_attempt_at", r.NextAttemptAt, "attempt", c.Job.Attempt)
+	return nil
+}
+
+// transient reports whether a job that failed with err may succeed on a
+// later attempt. Only failures that no retry can change are permanent:
+// an invalid request, a forbidden redirect, an oversized file or
+// tarball, or a pull request or repository that no longer exists.
+func transient(err error) bool {
+	for _, permanent := range []error{github.ErrInvalidInput, github.ErrRedirectRefused, github.ErrTooLarge,
+		github.ErrNotAFile, github.ErrNoInstallation} {
+		if errors.Is(err, permanent) {
+			return false
+		}
+	}
+	var er *gh.ErrorResponse
+	if errors.As(err, &er) && er.Response != nil {
+		switch er.Response.StatusCode {
+		case http.StatusNotFound, http.StatusGone, http.StatusUnprocessableEntity:
+			return false
+		}
+	}
+	return true
+}
+
+// retryAfter carries a rate limit's least wait to the store, which reads
+// it through a RetryAfter method.
+type retryAfter struct {
+	err  error
+	wait time.Duration
+}
+
+func (e retryAfter) Error() string             { return e.err.Error() }
+func (e retryAfter) Unwrap() error             { return e.err }
+func (e retryAfter) RetryAfter() time.Duration { return e.wait }
+
+func retryCause(err error) error {
+	var te *github.TransientError
+	if errors.As(err, &te) && te.RetryAfter > 0 {
+		return retryAfter{err: err, wait: te.RetryAfter}
+	}
+	return err
+}
+
+// runRecord is what the store keeps of a pipeline result. Without the
+// costs hook (not wired yet) a run's primary span has an unknown cost:
+// the time the executor was held is known, its price is not.
+func runRecord(res review.Result) store.RunRecord {
+	rec := res.Record
+	run := store.RunRecord{Record: rec}
+	if rec.Executor != "" && !rec.Started.IsZero() && !rec.Finished.IsZero() {
+		run.Spans = append(run.Spans, store.CostSpan{
+			Lane: store.LanePrimary, Executor: rec.Executor, Started: rec.Started, Finished: rec.Finished,
+			Method: costs.MethodWallClock,
+		})
+	}
+	if res.Shadow == nil {
+		return run
+	}
+	sh := &store.ShadowTelemetry{Executor: res.Shadow.Executor}
+	if tel, ok := res.Shadow.Data.(executors.Telemetry); ok {
+		sh.Wall = tel.ShadowWall
+		sh.Err = tel.Error
+		if sh.Executor == "" {
+			sh.Executor = tel.Requested
+		}
+		for _, s := range tel.Steps {
+			sh.Steps = append(sh.Steps, store.StepAgreement{Step: s.Name, Primary: s.Primary, Shadow: s.Shadow, Agree: s.Agree})
+		}
+		if tel.Status == executors.ShadowOK {
+			sh.Outcome = shadowOutcome(tel.Steps)
+		}
+		if !tel.ShadowStarted.IsZero() && !tel.ShadowFinished.IsZero() && tel.Shadow != "" {
+			run.Spans = append(run.Spans, store.CostSpan{
+				Lane: store.LaneShadow, Executor: tel.Shadow, Started: tel.ShadowStarted, Finished: tel.ShadowFinished,
+				Method: costs.MethodWallClock,
+			})
+		}
+	}
+	if sh.Err == "" && res.Shadow.Status != string(executors.ShadowOK) {
+		sh.Err = res.Shadow.Summary
+	}
+	run.Shadow = sh
+	return run
+}
+
+// shadowOutcome summarises the shadow's own step statuses: failed when
+// any step failed, passed when every step passed, inconclusive otherwise.
+func shadowOutcome(steps []executors.StepAgreement) validation.Outcome {
+	if len(steps) == 0 {
+		return validation.OutcomeInconclusive
+	}
+	passed := true
+	for _, s := range steps {
+		switch s.Shadow {
+		case validation.StatusFailed, validation.StatusTimedOut, validation.StatusKilled:
+			return validation.OutcomeFailed
+		case validation.StatusPassed:
+		default:
+			passed = false
+		}
+	}
+	if passed {
+		return validation.OutcomePassed
+	}
+	return validation.OutcomeInconclusive
+}
+
+// wakingInbox is the webhook's Inbox over the store: after a delivery
+// that queued a job committed, it wakes an idle worker so the job starts
+// at once instead of at the next poll.
+type wakingInbox struct {
+	db      webhook.Inbox
+	wake    chan<- struct{}
+	metrics *serveMetrics
+}
+
+var _ webhook.Inbox = wakingInbox{}
+
+func (in wakingInbox) RecordDelivery(ctx context.Context, d validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
+	res, err := in.db.RecordDelivery(ctx, d, job)
+	switch {
+	case err != nil:
+		in.metrics.deliveries.WithLabelValues("error").Inc()
+		return res, err
+	case res.Duplicate:
+		in.metrics.deliveries.WithLabelValues("duplicate").Inc()
+		return res, nil
+	}
+	in.metrics.deliveries.WithLabelValues(string(d.Status)).Inc()
+	if res.JobID != 0 && res.JobState == string(store.StateQueued) {
+		select {
+		case in.wake <- struct{}{}:
+		default: // a wake-up is already pending
+		}
+	}
+	return res, nil
+}

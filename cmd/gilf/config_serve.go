@@ -1,0 +1,284 @@
+package main
+
+import (
+	"crypto/rsa"
+	"errors"
+	"fmt"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/selfhost"
+	"github.com/gilf-review/gilf/review/github"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Defaults and bounds of the serve settings.
+const (
+	DefaultAddr         = ":8080"
+	DefaultGitHubAPIURL = "https://api.github.com"
+	DefaultWorkers      = 2
+	// MaxWorkers bounds GILF_WORKERS: each worker may hold a sandbox, a
+	// checkout and an executor's output buffers at once.
+	MaxWorkers = 64
+	// DefaultJobLease is GILF_JOB_LEASE_MS's default: a worker that stops
+	// heartbeating (killed, frozen, partitioned) loses its job this long
+	// after its last heartbeat, and another worker takes it.
+	DefaultJobLease = 120_000 * time.Millisecond
+	// MinJobLease bounds GILF_JOB_LEASE_MS from below: the heartbeat
+	// runs every third of the lease, and a lease shorter than this would
+	// be lost to an ordinary pause of the store.
+	MinJobLease = time.Second
+	// MaxPrivateKeyBytes bounds the PEM read from
+	// GILF_GITHUB_PRIVATE_KEY_PATH (a 4096-bit RSA key is about 3.3 KB).
+	MaxPrivateKeyBytes = 64 << 10
+)
+
+// ServeConfig is what `gilf serve` reads besides Config: the HTTP
+// listener, the GitHub App, the workers and the remote executors.
+type ServeConfig struct {
+	Addr     string // GILF_ADDR
+	GitHub   GitHubConfig
+	Workers  int           // GILF_WORKERS
+	JobLease time.Duration // GILF_JOB_LEASE_MS
+	// ReviewDrafts is GILF_REVIEW_DRAFTS=1.
+	ReviewDrafts bool
+	Shadow       ShadowConfig
+	SelfHost     SelfHostConfig
+	Crabbox      CrabboxConfig
+}
+
+// GitHubConfig is the GitHub App: its id and key, its webhook secret and
+// the API it talks to.
+type GitHubConfig struct {
+	AppID          int64  // GILF_GITHUB_APP_ID
+	PrivateKey     Secret // GILF_GITHUB_PRIVATE_KEY (PEM)
+	PrivateKeyPath string // GILF_GITHUB_PRIVATE_KEY_PATH
+	WebhookSecret  Secret // GILF_WEBHOOK_SECRET
+	APIURL         string // GILF_GITHUB_API_URL
+	// DownloadHosts is GILF_GITHUB_DOWNLOAD_HOSTS (comma or space
+	// separated host[:port]); nil means the client's default (codeload).
+	DownloadHosts []string
+}
+
+// ShadowConfig is the shadow lane (SPEC §4.6).
+type ShadowConfig struct {
+	Executor string        // GILF_VALIDATION_SHADOW_EXECUTOR; empty: no shadow
+	Timeout  time.Duration // GILF_VALIDATION_SHADOW_TIMEOUT_MS
+}
+
+// SelfHostConfig is the self-host executor (SPEC §4.3).
+type SelfHostConfig struct {
+	Command string             // GILF_SELF_HOST_COMMAND
+	Network validation.Network // GILF_SELF_HOST_NETWORK
+	Timeout time.Duration      // GILF_SELF_HOST_TIMEOUT_MS
+}
+
+// CrabboxConfig is the managed-crabbox executor.
+type CrabboxConfig struct {
+	Bin         string // GILF_CRABBOX_BIN
+	Coordinator string // GILF_CRABBOX_COORDINATOR
+	Token       Secret // GILF_CRABBOX_TOKEN
+}
+
+// Configured reports whether crabbox has what it needs to run.
+func (c CrabboxConfig) Configured() bool { return c.Bin != "" && c.Coordinator != "" }
+
+// loadServe reads the serve settings. Values that are set must be valid
+// (an error each); settings serve cannot run without are checked by
+// ServeConfig.App, so `gilf validate` does not need a GitHub App.
+func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) {
+	s := ServeConfig{
+		Addr: envOr(getenv, "GILF_ADDR", DefaultAddr),
+		GitHub: GitHubConfig{
+			PrivateKey:     NewSecret(pemFromEnv(getenv("GILF_GITHUB_PRIVATE_KEY"))),
+			PrivateKeyPath: strings.TrimSpace(getenv("GILF_GITHUB_PRIVATE_KEY_PATH")),
+			WebhookSecret:  NewSecret(getenv("GILF_WEBHOOK_SECRET")),
+			APIURL:         envOr(getenv, "GILF_GITHUB_API_URL", DefaultGitHubAPIURL),
+		},
+		Workers:  DefaultWorkers,
+		JobLease: DefaultJobLease,
+		Shadow: ShadowConfig{
+			Executor: strings.TrimSpace(getenv("GILF_VALIDATION_SHADOW_EXECUTOR")),
+			Timeout:  executors.DefaultShadowTimeout,
+		},
+		SelfHost: SelfHostConfig{
+			Command: strings.TrimSpace(getenv("GILF_SELF_HOST_COMMAND")),
+			Network: validation.NetworkNone,
+			Timeout: selfhost.DefaultTimeout,
+		},
+		Crabbox: CrabboxConfig{
+			Bin:         strings.TrimSpace(getenv("GILF_CRABBOX_BIN")),
+			Coordinator: strings.TrimSpace(getenv("GILF_CRABBOX_COORDINATOR")),
+			Token:       NewSecret(strings.TrimSpace(getenv("GILF_CRABBOX_TOKEN"))),
+		},
+	}
+	if err := checkAddr(s.Addr); err != nil {
+		errs = append(errs, err)
+	}
+	if v := strings.TrimSpace(getenv("GILF_GITHUB_APP_ID")); v != "" {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			errs = append(errs, fmt.Errorf("GILF_GITHUB_APP_ID=%q: want the App's positive numeric id", v))
+		}
+		s.GitHub.AppID = id
+	}
+	if s.GitHub.PrivateKey.IsSet() && s.GitHub.PrivateKeyPath != "" {
+		errs = append(errs, errors.New("GILF_GITHUB_PRIVATE_KEY and GILF_GITHUB_PRIVATE_KEY_PATH are both set: set one"))
+	}
+	if err := checkAPIURL(s.GitHub.APIURL); err != nil {
+		errs = append(errs, err)
+	}
+	var err error
+	if s.GitHub.DownloadHosts, err = downloadHosts(getenv("GILF_GITHUB_DOWNLOAD_HOSTS")); err != nil {
+		errs = append(errs, err)
+	}
+	if v := strings.TrimSpace(getenv("GILF_WORKERS")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > MaxWorkers {
+			errs = append(errs, fmt.Errorf("GILF_WORKERS=%q: want a number from 1 to %d", v, MaxWorkers))
+		} else {
+			s.Workers = n
+		}
+	}
+	if s.ReviewDrafts, err = flag01(getenv, "GILF_REVIEW_DRAFTS"); err != nil {
+		errs = append(errs, err)
+	}
+	errs = millisOr(getenv, "GILF_JOB_LEASE_MS", &s.JobLease, errs)
+	if s.JobLease < MinJobLease {
+		errs = append(errs, fmt.Errorf("GILF_JOB_LEASE_MS=%q: want at least %d", getenv("GILF_JOB_LEASE_MS"), MinJobLease.Milliseconds()))
+	}
+	errs = millisOr(getenv, "GILF_VALIDATION_SHADOW_TIMEOUT_MS", &s.Shadow.Timeout, errs)
+	errs = millisOr(getenv, "GILF_SELF_HOST_TIMEOUT_MS", &s.SelfHost.Timeout, errs)
+	if v := strings.TrimSpace(getenv(selfhost.NetworkEnv)); v != "" {
+		switch n := validation.Network(strings.ToLower(v)); n {
+		case validation.NetworkNone, validation.NetworkFull:
+			s.SelfHost.Network = n
+		default:
+			errs = append(errs, fmt.Errorf("%s=%q: want %s or %s", selfhost.NetworkEnv, v, validation.NetworkNone, validation.NetworkFull))
+		}
+	}
+	c := s.Crabbox
+	if (c.Bin != "" || c.Coordinator != "" || c.Token.IsSet()) && !c.Configured() {
+		errs = append(errs, errors.New("crabbox is half configured: GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR must be set together (GILF_CRABBOX_TOKEN is optional)"))
+	}
+	return s, errs
+}
+
+// millisOr sets *d from a millisecond setting when it is set.
+func millisOr(getenv func(string) string, name string, d *time.Duration, errs []error) []error {
+	v, err := millis(getenv, name)
+	if err != nil {
+		return append(errs, err)
+	}
+	if v > 0 {
+		*d = v
+	}
+	return errs
+}
+
+// pemFromEnv accepts a PEM whose newlines were written as the two
+// characters \n, as secret stores and .env files often hold them.
+func pemFromEnv(v string) string {
+	v = strings.TrimSpace(v)
+	if !strings.Contains(v, "\n") && strings.Contains(v, `\n`) {
+		v = strings.ReplaceAll(v, `\n`, "\n")
+	}
+	return v
+}
+
+// checkAddr accepts host:port with a numeric port (0 picks a free one).
+func checkAddr(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("GILF_ADDR=%q: want host:port or :port", addr)
+	}
+	if n, err := strconv.ParseUint(port, 10, 16); err != nil || n > 65535 {
+		return fmt.Errorf("GILF_ADDR=%q: port %q is not a number from 0 to 65535", addr, port)
+	}
+	return nil
+}
+
+func checkAPIURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" {
+		return fmt.Errorf("GILF_GITHUB_API_URL=%q: want http(s)://host[/path]", raw)
+	}
+	if u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return fmt.Errorf("GILF_GITHUB_API_URL=%q: no credentials, query or fragment allowed", u.Redacted())
+	}
+	return nil
+}
+
+// downloadHosts splits GILF_GITHUB_DOWNLOAD_HOSTS on commas and spaces;
+// each entry is a bare host or host:port.
+func downloadHosts(v string) ([]string, error) {
+	fields := strings.FieldsFunc(v, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	if len(fields) == 0 {
+		return nil, nil
+	}
+	var errs []error
+	for _, h := range fields {
+		u, err := url.Parse("https://" + h)
+		if err != nil || u.Host != h || u.Path != "" || u.User != nil || strings.ContainsAny(h, "/?#@") {
+			errs = append(errs, fmt.Errorf("GILF_GITHUB_DOWNLOAD_HOSTS entry %q: want host or host:port", h))
+		}
+	}
+	return fields, errors.Join(errs...)
+}
+
+// AppCredentials are the GitHub App settings serve cannot start without,
+// checked and parsed.
+type AppCredentials struct {
+	AppID         int64
+	PrivateKey    *rsa.PrivateKey
+	WebhookSecret []byte
+	// KeyPEM is the key as read, to withhold and redact like any other
+	// worker secret.
+	KeyPEM string
+}
+
+// App checks that the GitHub App is fully configured and parses its key,
+// reporting every problem at once. readFile reads
+// GILF_GITHUB_PRIVATE_KEY_PATH (os.ReadFile in production).
+func (s ServeConfig) App(readFile func(string) ([]byte, error)) (AppCredentials, error) {
+	var errs []error
+	g := s.GitHub
+	a := AppCredentials{AppID: g.AppID, WebhookSecret: []byte(g.WebhookSecret.Reveal())}
+	if g.AppID == 0 {
+		errs = append(errs, errors.New("GILF_GITHUB_APP_ID is required by gilf serve"))
+	}
+	if !g.WebhookSecret.IsSet() {
+		errs = append(errs, errors.New("GILF_WEBHOOK_SECRET is required by gilf serve: deliveries cannot be verified without it"))
+	}
+	switch {
+	case g.PrivateKey.IsSet() && g.PrivateKeyPath != "":
+		// Reported by loadServe.
+	case g.PrivateKey.IsSet():
+		a.KeyPEM = g.PrivateKey.Reveal()
+	case g.PrivateKeyPath != "":
+		b, err := readFile(g.PrivateKeyPath)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("GILF_GITHUB_PRIVATE_KEY_PATH: %w", err))
+		case len(b) > MaxPrivateKeyBytes:
+			errs = append(errs, fmt.Errorf("GILF_GITHUB_PRIVATE_KEY_PATH=%q: %d bytes is over the %d-byte limit of a PEM key", g.PrivateKeyPath, len(b), MaxPrivateKeyBytes))
+		default:
+			a.KeyPEM = strings.TrimSpace(string(b))
+		}
+	default:
+		errs = append(errs, errors.New("GILF_GITHUB_PRIVATE_KEY or GILF_GITHUB_PRIVATE_KEY_PATH is required by gilf serve"))
+	}
+	if a.KeyPEM != "" {
+		k, err := github.ParsePrivateKey([]byte(a.KeyPEM))
+		if err != nil {
+			// The parse error never quotes the key.
+			errs = append(errs, fmt.Errorf("GitHub App private key: %w", err))
+		}
+		a.PrivateKey = k
+	}
+	return a, errors.Join(errs...)
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/store"
+)
+
+// runCosts is `gilf costs [--since D] [--json]`: estimated spend by
+// executor and UTC day from the store, the data a cost dashboard reads.
+func runCosts(ctx context.Context, env Env, args []string) int {
+	fs := flag.NewFlagSet("costs", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	since := fs.String("since", "", "first UTC day to include, YYYY-MM-DD, or a duration back from now (720h); default: the start of this month")
+	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
+	if err := fs.Parse(args); err != nil {
+		if err == flag.ErrHelp {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() != 0 {
+		fmt.Fprintf(env.Stderr, "gilf costs: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	from, err := parseSince(*since, time.Now())
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
+		return exitUsage
+	}
+	cfg, err := Load(env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: configuration:\n%v\n", err)
+		return exitUsage
+	}
+	path := filepath.Join(cfg.DataDir, DBFileName)
+	if _, err := os.Stat(path); err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: no store at %s (GILF_DATA_DIR): %v\n", path, err)
+		return exitUsage
+	}
+	log := newLogger(env.Stderr, cfg.Log)
+	db, err := store.Open(ctx, path, log, store.Options{})
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
+		return exitUsage
+	}
+	defer db.Close()
+	rows, err := db.CostsByDay(ctx, from)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
+		return exitUsage
+	}
+	if err := writeCosts(env.Stdout, rows, *asJSON); err != nil {
+		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// parseSince reads --since: a UTC day, a duration back from now, or
+// empty for the start of the current UTC month.
+func parseSince(s string, now time.Time) (time.Time, error) {
+	if s == "" {
+		return costs.MonthStart(now), nil
+	}
+	if t, err := time.ParseInLocation(time.DateOnly, s, time.UTC); err == nil {
+		return t, nil
+	}
+	if d, err := time.ParseDuration(s); err == nil && d > 0 {
+		return now.Add(-d).UTC(), nil
+	}
+	return time.Time{}, fmt.Errorf("--since %q: want YYYY-MM-DD or a positive duration such as 720h", s)
+}
+
+// costRow is one line of `gilf costs --json`.
+type costRow struct {
+	Day      string   `json:"day"`
+	Executor string   `json:"executor"`
+	Lane     string   `json:"lane"`
+	Runs     int      `json:"runs"`
+	Unpriced int      `json:"unpriced"`
+	USD      *float64 `json:"usd"` // null: no run of the row had an estimate
+	Seconds  float64  `json:"seconds"`
+	Method   string   `json:"method"`
+}
+
+func writeCosts(w io.Writer, rows []store.DayCost, asJSON bool) error {
+	out := make([]costRow, 0, len(rows))
+	for _, r := range rows {
+		out = append(out, costRow{Day: r.Day, Executor: r.Executor, Lane: string(r.Lane), Runs: r.Spans,
+			Unpriced: r.Spans - r.Priced, USD: r.USD, Seconds: r.Seconds, Method: costs.MethodWallClock})
+	}
+	if asJSON {
+		enc := json.NewEncoder(w)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	totals := make([]costs.DayTotal, 0, len(out))
+	for _, r := range out {
+		t := costs.DayTotal{Day: r.Day, Executor: r.Executor + " (" + r.Lane + ")", Spans: r.Runs, Unpriced: r.Unpriced}
+		if r.USD != nil {
+			t.USD = *r.USD
+		}
+		totals = append(totals, t)
+	}
+	return costs.WriteText(w, totals)
+}

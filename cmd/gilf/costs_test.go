@@ -1,0 +1,106 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+)
+
+func TestParseSince(t *testing.T) {
+	now := time.Date(2026, 11, 30, 15, 4, 5, 0, time.UTC)
+	for in, want := range map[string]time.Time{
+		"":           time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC),
+		"2026-10-05": time.Date(2026, 10, 5, 0, 0, 0, 0, time.UTC),
+		"48h":        now.Add(-48 * time.Hour),
+	} {
+		got, err := parseSince(in, now)
+		if err != nil || !got.Equal(want) {
+			t.Errorf("parseSince(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"yesterday", "-5h", "2026-13-01", "0s"} {
+		if _, err := parseSince(bad, now); err == nil {
+			t.Errorf("parseSince(%q) accepted", bad)
+		}
+	}
+}
+
+// TestCostsCommand records two runs' spans in a real store and reads them
+// back through `gilf costs`, as table and as JSON.
+func TestCostsCommand(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now().UTC()
+	usd := 0.0046
+	for i, spans := range [][]store.CostSpan{
+		{{Lane: store.LanePrimary, Executor: costs.ExecutorE2B, Started: now.Add(-time.Minute), Finished: now, USD: &usd, Method: costs.MethodWallClock}},
+		{{Lane: store.LanePrimary, Executor: "local", Started: now.Add(-time.Minute), Finished: now, Method: costs.MethodWallClock}},
+	} {
+		sha := strings.Repeat(string(rune('a'+i)), 40)
+		if _, err := db.RecordDelivery(ctx, validation.Delivery{ID: "d-" + sha[:8], Event: "pull_request", Action: "opened",
+			InstallationID: 1, Repo: "o/r", PR: i + 1, HeadSHA: sha, ReceivedAt: now, Status: validation.DeliveryQueued, Body: []byte("{}")},
+			&validation.JobSpec{Repo: "o/r", PR: i + 1, HeadSHA: sha, InstallationID: 1, Trigger: "opened"}); err != nil {
+			t.Fatalf("record delivery: %v", err)
+		}
+		job, ok, err := db.Claim(ctx, "test", time.Minute)
+		if err != nil || !ok {
+			t.Fatalf("claim: %v %v", ok, err)
+		}
+		if _, err := db.Finish(ctx, job.Lease, store.RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}, Spans: spans}); err != nil {
+			t.Fatalf("finish: %v", err)
+		}
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	env := func(out *bytes.Buffer) Env {
+		return Env{Stdout: out, Stderr: out, Getenv: func(k string) string {
+			if k == "GILF_DATA_DIR" {
+				return dir
+			}
+			return ""
+		}}
+	}
+	var text bytes.Buffer
+	if code := run(ctx, env(&text), []string{"costs"}); code != exitOK {
+		t.Fatalf("gilf costs exited %d: %s", code, text.String())
+	}
+	for _, want := range []string{"managed-e2b (primary)", "$0.0046", "local (primary)", "no estimate", "estimates"} {
+		if !strings.Contains(text.String(), want) {
+			t.Errorf("table lacks %q:\n%s", want, text.String())
+		}
+	}
+	var js bytes.Buffer
+	if code := run(ctx, env(&js), []string{"costs", "--json", "--since", "24h"}); code != exitOK {
+		t.Fatalf("gilf costs --json exited %d: %s", code, js.String())
+	}
+	var rows []costRow
+	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
+		t.Fatalf("json: %v\n%s", err, js.String())
+	}
+	if len(rows) != 2 {
+		t.Fatalf("rows = %+v", rows)
+	}
+	for _, r := range rows {
+		if (r.Executor == "local") != (r.USD == nil) {
+			t.Errorf("row %+v: a local run has no estimate (null), an e2b one has a number", r)
+		}
+	}
+	var bad bytes.Buffer
+	if code := run(ctx, env(&bad), []string{"costs", "--since", "soon"}); code != exitUsage {
+		t.Errorf("bad --since exited %d", code)
+	}
+}

@@ -1,0 +1,288 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/crabbox"
+	"github.com/gilf-review/gilf/executors/local"
+	"github.com/gilf-review/gilf/executors/selfhost"
+	"github.com/gilf-review/gilf/review"
+	"github.com/gilf-review/gilf/review/github"
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/webhook"
+)
+
+// Serve lifecycle limits.
+const (
+	// ShutdownTimeout bounds how long intake waits for in-flight
+	// deliveries after SIGTERM before closing their connections.
+	ShutdownTimeout = 10 * time.Second
+	// DBFileName is the SQLite file under GILF_DATA_DIR.
+	DBFileName = "gilf.db"
+	// WorkDirName holds the per-job checkouts under GILF_DATA_DIR.
+	WorkDirName = "work"
+)
+
+const serveUsage = `usage: gilf serve
+
+Run the webhook intake (POST /webhook), the review workers, /healthz and
+/metrics until SIGTERM or SIGINT. Every setting comes from the GILF_*
+environment (see README, "Running gilf serve"); there are no flags.
+
+exit codes: 0 stopped by a signal after a clean shutdown; 2 configuration
+or infrastructure error.
+`
+
+func runServe(ctx context.Context, env Env, args []string) int {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	fs.SetOutput(env.Stderr)
+	fs.Usage = func() { fmt.Fprint(env.Stderr, serveUsage) }
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitUsage
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.Stderr, "gilf serve: unexpected arguments %q\n", fs.Args())
+		return exitUsage
+	}
+	cfg, sc, app, err := loadServeConfig(env.Getenv)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf serve: configuration:\n%v\n", err)
+		return exitUsage
+	}
+	log := newLogger(env.Stderr, cfg.Log)
+	if err := serve(ctx, env, cfg, sc, app, log); err != nil {
+		log.Error("gilf serve stopped", "err", err)
+		return exitUsage
+	}
+	return exitOK
+}
+
+// loadServeConfig reads and checks everything serve needs, reporting
+// every problem at once.
+func loadServeConfig(getenv func(string) string) (Config, ServeConfig, AppCredentials, error) {
+	cfg, err := Load(getenv)
+	errs := []error{err}
+	sc, errs := loadServe(getenv, errs)
+	app, err := sc.App(readKeyFile)
+	errs = append(errs, err)
+	return cfg, sc, app, errors.Join(errs...)
+}
+
+// readKeyFile reads a PEM key file, at most MaxPrivateKeyBytes+1 bytes
+// (App reports a larger file).
+func readKeyFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return io.ReadAll(io.LimitReader(f, MaxPrivateKeyBytes+1))
+}
+
+// serve runs until ctx is done: then intake stops taking deliveries,
+// running jobs finish or release their leases, and the store closes last.
+func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCredentials, log *slog.Logger) (err error) {
+	if err := os.MkdirAll(filepath.Join(cfg.DataDir, WorkDirName), 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, store.Options{})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := db.Close(); cerr != nil {
+			err = errors.Join(err, cerr)
+		}
+	}()
+
+	secrets := WorkerSecrets(env.Environ)
+	if sc.GitHub.PrivateKeyPath != "" {
+		// The key read from a file is a secret like those of the
+		// environment: withheld from sandboxes and redacted from output.
+		secrets = append(secrets, validation.Secret{Name: "GILF_GITHUB_PRIVATE_KEY_PATH contents", Value: app.KeyPEM})
+	}
+	set, err := buildExecutors(cfg, sc, env.Environ, secrets, log)
+	if err != nil {
+		return err
+	}
+	gc, err := github.New(github.Config{
+		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
+		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log,
+	})
+	if err != nil {
+		return fmt.Errorf("github client: %w", err)
+	}
+	metrics := newServeMetrics(db)
+	wake := make(chan struct{}, 1)
+	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
+		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts})
+	if err != nil {
+		return fmt.Errorf("webhook: %w", err)
+	}
+	owner, err := workerOwner()
+	if err != nil {
+		return err
+	}
+	worker := &review.Worker{
+		Queue:       newStoreQueue(db, log, metrics),
+		Runner:      newPipeline(cfg, sc, set, gc, db, secrets, log),
+		Owner:       owner,
+		Concurrency: sc.Workers,
+		Lease:       sc.JobLease,
+		Logger:      log,
+		Wake:        wake,
+	}
+	srv := &http.Server{
+		Handler:           routes(hook, db, metrics, log),
+		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
+		ReadTimeout:       webhook.ReadTimeout,
+		WriteTimeout:      webhook.WriteTimeout,
+		IdleTimeout:       webhook.IdleTimeout,
+		MaxHeaderBytes:    webhook.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", sc.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", sc.Addr, err)
+	}
+	names := make([]string, 0, len(set))
+	for _, e := range set {
+		names = append(names, e.Name())
+	}
+	log.Info("listening", "addr", ln.Addr().String(), "worker", owner, "workers", sc.Workers,
+		"executors", names, "data_dir", cfg.DataDir)
+
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	g.Go(func() error {
+		<-gctx.Done()
+		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), ShutdownTimeout)
+		defer cancel()
+		if err := srv.Shutdown(sctx); err != nil {
+			return fmt.Errorf("stop intake: %w", errors.Join(err, srv.Close()))
+		}
+		log.Info("intake stopped")
+		return nil
+	})
+	g.Go(func() error {
+		err := worker.Run(gctx)
+		log.Info("workers stopped")
+		return err
+	})
+	err = g.Wait()
+	log.Info("shutting down", "err", err)
+	return err
+}
+
+// workerOwner names this process as a lease owner: host, pid and a
+// random suffix, so a restarted process with a reused pid is another
+// owner.
+func workerOwner() (string, error) {
+	host, err := os.Hostname()
+	if err != nil {
+		host = "unknown-host"
+	}
+	b := make([]byte, 4)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("worker id: %w", err)
+	}
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), hex.EncodeToString(b)), nil
+}
+
+// buildExecutors is the explicit list of executors this process has
+// configuration for: local only when GILF_ALLOW_LOCAL_VALIDATION=1, each
+// remote one only when its settings are present. An executor left out is
+// refused by Select (executor_unconfigured), never replaced.
+func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []validation.Secret, log *slog.Logger) (executors.Set, error) {
+	var set executors.Set
+	var errs []error
+	if cfg.Validation.AllowLocal {
+		e, err := local.New(log.With("executor", executors.NameLocal), local.Options{MinTier: cfg.Validation.LocalMinTier})
+		if err != nil {
+			errs = append(errs, fmt.Errorf("local executor: %w", err))
+		} else {
+			set = append(set, e)
+		}
+	}
+	if sc.SelfHost.Command != "" {
+		e, err := selfhost.New(selfhost.Options{
+			Command: sc.SelfHost.Command, Network: sc.SelfHost.Network, Timeout: sc.SelfHost.Timeout,
+			Env: environ, Secrets: secrets,
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			set = append(set, e)
+		}
+	}
+	if sc.Crabbox.Configured() {
+		e, err := crabbox.New(crabbox.Options{
+			Bin: sc.Crabbox.Bin, Coordinator: sc.Crabbox.Coordinator, Token: sc.Crabbox.Token.Reveal(),
+			Env: environ, Secrets: secrets,
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			set = append(set, e)
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("executors: %w", err)
+	}
+	return set, nil
+}
+
+// newPipeline wires the review pipeline: GitHub through the client, the
+// executor set, the shadow lane when configured. Evidence and cost hooks
+// are not wired yet (Hooks nil).
+func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Client, db *store.DB,
+	secrets []validation.Secret, log *slog.Logger) *review.Pipeline {
+	worker := review.ValidationConfig{Provider: cfg.Validation.EnvProvider}
+	if !cfg.Validation.CodeChangesOnly {
+		off := false
+		worker.CodeChangesOnly = &off
+	}
+	p := &review.Pipeline{
+		PRs:         githubPRs{c: gc},
+		Checkouts:   githubPRs{c: gc},
+		Publisher:   githubPublisher{c: gc, posted: db},
+		Executors:   set,
+		Selection:   cfg.Validation.Selection(),
+		Worker:      worker,
+		PlanOptions: cfg.Validation.PlanOptions(),
+		Secrets:     secrets,
+		WorkDir:     filepath.Join(cfg.DataDir, WorkDirName),
+		Drafts:      sc.ReviewDrafts,
+		Logger:      log,
+	}
+	if sc.Shadow.Executor != "" {
+		p.Lanes = review.ShadowLanes{Shadow: &executors.Shadow{
+			Selection: sc.Shadow.Executor, Set: set, Timeout: sc.Shadow.Timeout, Logger: log,
+		}}
+	}
+	return p
+}

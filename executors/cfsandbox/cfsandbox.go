@@ -1,0 +1,414 @@
+// Package cfsandbox is the managed-cf-sandbox executor: a client of
+// Cloudflare's sandbox bridge Worker (cloudflare/sandbox-sdk, bridge/worker),
+// the HTTP API a non-Worker program uses to drive Cloudflare Sandbox
+// containers. It creates a sandbox, uploads the repository archive into
+// /workspace, runs gilf's marker shell one step per exec (each an SSE
+// stream of base64 output and an exit event), and destroys the sandbox in
+// every outcome.
+package cfsandbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Defaults and limits. Each has an Options field that overrides it.
+const (
+	// Workspace is the only directory the bridge lets files and commands
+	// use.
+	Workspace = "/workspace"
+	// DefaultTimeout bounds a whole run (GILF_CF_SANDBOX_TIMEOUT_MS): the
+	// bridge has no sandbox lifetime, so gilf keeps its own.
+	DefaultTimeout = 45 * time.Minute
+	// DefaultSetupTimeout bounds extracting the archive.
+	DefaultSetupTimeout = 5 * time.Minute
+	// DefaultStepGrace is how long past a step's budget the host waits
+	// for the exit event before it stops the run.
+	DefaultStepGrace = 30 * time.Second
+	// DefaultCallTimeout bounds create and delete; DefaultUploadTimeout
+	// the upload.
+	DefaultCallTimeout   = 60 * time.Second
+	DefaultUploadTimeout = 5 * time.Minute
+	// DefaultMaxArchiveBytes is the bridge's own ceiling on a file write
+	// (32 MiB; it answers 413 above it).
+	DefaultMaxArchiveBytes int64 = 32 << 20
+	// MaxShellBytes bounds one step's shell, which the bridge quotes into
+	// one command line.
+	MaxShellBytes = 64 << 10
+	// KillAttempts is how often destroying the sandbox is tried when the
+	// bridge answers with a temporary error.
+	KillAttempts = 3
+	// SetupOutputBytes is how much of the setup command's output is kept.
+	SetupOutputBytes = 8 << 10
+)
+
+const userAgent = "gilf (managed-cf-sandbox)"
+
+// Names of the worker settings, for messages.
+const (
+	EnvEnabled = "GILF_CF_SANDBOX_ENABLED"
+	EnvURL     = "GILF_CF_SANDBOX_URL"
+	EnvToken   = "GILF_CF_SANDBOX_TOKEN"
+	EnvTimeout = "GILF_CF_SANDBOX_TIMEOUT_MS"
+)
+
+// Options configure the executor; cmd/gilf fills them.
+type Options struct {
+	// Enabled is GILF_CF_SANDBOX_ENABLED=1; without it the executor is
+	// not configured.
+	Enabled bool
+	// URL is GILF_CF_SANDBOX_URL, the bridge Worker's base URL.
+	URL string
+	// Token is GILF_CF_SANDBOX_TOKEN (the bridge's SANDBOX_API_KEY), a
+	// secret: sent only to URL as a bearer token, never logged.
+	Token string
+	// Timeout is GILF_CF_SANDBOX_TIMEOUT_MS, the bound on a whole run.
+	Timeout         time.Duration
+	SetupTimeout    time.Duration
+	StepGrace       time.Duration
+	CallTimeout     time.Duration
+	UploadTimeout   time.Duration
+	MaxArchiveBytes int64
+	MaxOutputBytes  int
+	// Secrets are the worker's secrets: redacted from output and named as
+	// withheld; the token is added.
+	Secrets    []validation.Secret
+	TempRoot   string
+	HTTPClient *http.Client
+	Logger     *slog.Logger
+}
+
+// LogValue keeps the token out of logs.
+func (o Options) LogValue() slog.Value {
+	return slog.GroupValue(
+		slog.Bool("enabled", o.Enabled),
+		slog.String("url", o.URL),
+		slog.Bool("token_set", o.Token != ""),
+	)
+}
+
+// Configured reports whether the executor is enabled and has its URL and
+// token.
+func (o Options) Configured() bool { return len(o.missing()) == 0 }
+
+func (o Options) missing() []string {
+	var m []string
+	if !o.Enabled {
+		m = append(m, EnvEnabled+"=1")
+	}
+	if strings.TrimSpace(o.URL) == "" {
+		m = append(m, EnvURL)
+	}
+	if strings.TrimSpace(o.Token) == "" {
+		m = append(m, EnvToken)
+	}
+	return m
+}
+
+// Executor runs plans in Cloudflare sandboxes through the bridge, one
+// sandbox per run.
+//
+// How a run ends:
+//
+//   - Step statuses come from each step's marker shell as the bridge
+//     streams its output (Reported is set).
+//   - Each step is one exec with timeout_ms set to its budget; the
+//     sandbox stops it at its timeout (timed_out) and the next step runs.
+//     When no exit event comes within StepGrace more, the host stops
+//     waiting; the bridge cannot stop one command, so later steps are
+//     not run.
+//   - The bridge failing (401, 429/503, 5xx, a cut or malformed stream,
+//     an error event, setup failing) is an infrastructure error, typed
+//     (*APIError, *ExecError, *StreamError; errors.Is ErrUnauthorized,
+//     ErrRateLimited, ErrStreamBroken).
+//   - ctx cancelled: the sandbox is destroyed, the running step ends
+//     killed, later steps not_run, and ctx's error is returned.
+//   - The sandbox is destroyed in every outcome (a fresh bounded context,
+//     also on panic); failing to destroy it fails the run.
+//
+// Run may be called concurrently.
+type Executor struct {
+	opts   Options
+	bridge *bridgeClient
+	log    *slog.Logger
+	secret []validation.Secret
+}
+
+var _ executors.Executor = (*Executor)(nil)
+
+// New checks opts and returns a ready executor; a *NotConfiguredError
+// when it is not enabled or lacks its URL or token.
+func New(opts Options) (*Executor, error) {
+	if m := opts.missing(); len(m) > 0 {
+		return nil, &NotConfiguredError{Missing: m}
+	}
+	var errs []error
+	for _, d := range []struct {
+		name string
+		v    *time.Duration
+		def  time.Duration
+	}{
+		{"timeout", &opts.Timeout, DefaultTimeout},
+		{"setup timeout", &opts.SetupTimeout, DefaultSetupTimeout},
+		{"step grace", &opts.StepGrace, DefaultStepGrace},
+		{"call timeout", &opts.CallTimeout, DefaultCallTimeout},
+		{"upload timeout", &opts.UploadTimeout, DefaultUploadTimeout},
+	} {
+		switch {
+		case *d.v < 0:
+			errs = append(errs, fmt.Errorf("cf-sandbox %s %v is negative", d.name, *d.v))
+		case *d.v == 0:
+			*d.v = d.def
+		}
+	}
+	if opts.MaxArchiveBytes < 0 || opts.MaxOutputBytes < 0 {
+		errs = append(errs, errors.New("cf-sandbox archive and output limits must not be negative"))
+	}
+	if opts.MaxArchiveBytes == 0 {
+		opts.MaxArchiveBytes = DefaultMaxArchiveBytes
+	}
+	base, err := checkBaseURL(opts.URL)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("managed-cf-sandbox: %w", err)
+	}
+	if opts.TempRoot == "" {
+		opts.TempRoot = os.TempDir()
+	}
+	client := opts.HTTPClient
+	if client == nil {
+		client = &http.Client{}
+	}
+	cp := *client
+	// A redirect would carry the bearer token only to the same host, but
+	// there is no reason to follow one: it surfaces as an *APIError.
+	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Executor{
+		opts:   opts,
+		bridge: &bridgeClient{base: base, token: opts.Token, http: &cp},
+		log:    log.With("executor", executors.NameManagedCFSandbox),
+		secret: append(slices.Clone(opts.Secrets), validation.Secret{Name: EnvToken, Value: opts.Token}),
+	}, nil
+}
+
+// Name is executors.NameManagedCFSandbox.
+func (e *Executor) Name() string { return executors.NameManagedCFSandbox }
+
+// Run runs req.Plan in a new sandbox. See Executor for how a run ends.
+func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	res = executors.Result{
+		Executor:        e.Name(),
+		Tier:            validation.TierRemote,
+		SecretsWithheld: secretNames(e.secret),
+		Started:         time.Now(),
+	}
+	defer func() { res.Finished = time.Now() }()
+	deadline := res.Started.Add(e.opts.Timeout)
+	nonce, err := validation.NewNonce()
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("cf-sandbox: %w", err)
+	}
+	scripts := singleStepShells(req.Plan, nonce)
+	for i, s := range scripts {
+		if len(s) > MaxShellBytes {
+			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
+				"the shell of step %q is %d bytes, over the %d-byte limit of managed-cf-sandbox", req.Plan.Steps[i].Name, len(s), MaxShellBytes)
+		}
+	}
+	secrets := append(slices.Clone(req.Secrets), e.secret...)
+	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
+	if !slices.ContainsFunc(req.Plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" }) {
+		out, err := runSteps(ctx, stepPlan{plan: req.Plan, scripts: scripts, nonce: nonce, capture: capture}, nil)
+		res.Steps = out.steps
+		res.Notes = []string{"no step was runnable: no sandbox was created"}
+		return res, err
+	}
+	arch, size, err := packArchive(ctx, req.Dir, e.opts.TempRoot, e.opts.MaxArchiveBytes)
+	if err != nil {
+		return executors.Result{}, err
+	}
+	defer func() {
+		if cerr := arch.Close(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("cf-sandbox: close archive: %w", cerr))
+		}
+		if rerr := os.Remove(arch.Name()); rerr != nil {
+			err = errors.Join(err, fmt.Errorf("cf-sandbox: remove archive: %w", rerr))
+		}
+	}()
+	// Not abandoned on cancel: the sandbox is destroyed once its ID is
+	// known.
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
+	id, err := e.bridge.create(cctx)
+	cancel()
+	if err != nil {
+		return executors.Result{}, err
+	}
+	e.log.InfoContext(ctx, "cf sandbox created", "sandbox_id", id)
+	defer func() {
+		if kerr := e.kill(ctx, id); kerr != nil {
+			err = errors.Join(err, kerr)
+		}
+	}()
+	if cerr := ctx.Err(); cerr != nil {
+		res.Steps = notRun(req.Plan, "", reasonCancelled)
+		return res, fmt.Errorf("cf-sandbox: cancelled while the sandbox was created: %w", cerr)
+	}
+	run := "gilf-run-" + nonce[:12]
+	res.Notes = append(res.Notes,
+		"Cloudflare sandbox "+id+" through the sandbox bridge",
+		"egress: the bridge sets no per-sandbox egress policy; the container's network is the deployment's",
+		"step statuses were reported by the executor: each step's marker shell ran in the Cloudflare sandbox; gilf did not observe the exit statuses",
+	)
+	platform, err := e.setup(ctx, id, arch, size, run, secrets)
+	if err != nil {
+		if ctx.Err() != nil {
+			res.Steps = notRun(req.Plan, "", reasonCancelled)
+		}
+		return res, err
+	}
+	res.Platform = platform
+	cwd := Workspace + "/" + run + "/" + archive.PackRoot
+	out, err := runSteps(ctx, stepPlan{
+		plan:      req.Plan,
+		scripts:   scripts,
+		nonce:     nonce,
+		capture:   capture,
+		progress:  req.Progress,
+		cwd:       cwd,
+		grace:     e.opts.StepGrace,
+		stopBound: e.opts.CallTimeout,
+		deadline:  deadline,
+		lifetime:  fmt.Sprintf("the run's time (%v, %s)", e.opts.Timeout, EnvTimeout),
+	}, &bridgeRunner{c: e.bridge, id: id, cwd: cwd})
+	res.Steps = out.steps
+	res.Notes = append(res.Notes, out.notes...)
+	res.Integrity = strings.Join(out.issues, "; ")
+	return res, err
+}
+
+// setupScript prints the platform and extracts the archive <run>.tar.gz
+// into <run>/ (the archive's one top directory is archive.PackRoot), in
+// /workspace, before any code of the repository runs.
+func setupScript(run string) string {
+	return strings.Join([]string{
+		"set -eu",
+		`printf 'os=%s\n' "$(uname -s)"`,
+		`printf 'arch=%s\n' "$(uname -m)"`,
+		`printf 'kernel=%s\n' "$(uname -r)"`,
+		`printf 'node=%s\n' "$(node --version 2>/dev/null || true)"`,
+		"mkdir -p " + run,
+		"tar -xzf " + run + ".tar.gz -C " + run,
+		"rm -f " + run + ".tar.gz",
+		"test -d " + run + "/" + archive.PackRoot,
+	}, "\n") + "\n"
+}
+
+func (e *Executor) setup(ctx context.Context, id string, arch io.Reader, size int64, run string, secrets []validation.Secret) (validation.Platform, error) {
+	var p validation.Platform
+	uctx, cancel := context.WithTimeout(ctx, e.opts.UploadTimeout)
+	defer cancel()
+	if err := e.bridge.upload(uctx, id, Workspace+"/"+run+".tar.gz", arch, size); err != nil {
+		return p, err
+	}
+	capture := validation.NewCapture(SetupOutputBytes)
+	red := validation.NewRedactor(capture, secrets)
+	sctx, scancel := context.WithTimeout(ctx, e.opts.SetupTimeout+e.opts.StepGrace)
+	defer scancel()
+	began := time.Now()
+	end, err := e.bridge.exec(sctx, "prepare the checkout", id, execRequest{
+		Argv: []string{"sh", "-c", setupScript(run)}, TimeoutMs: e.opts.SetupTimeout.Milliseconds(), Cwd: Workspace,
+	}, red, nil)
+	if ferr := red.Flush(); err == nil && ferr != nil {
+		err = fmt.Errorf("cf-sandbox: prepare the checkout: %w", ferr)
+	}
+	if err != nil {
+		return p, err
+	}
+	pe, err := toProcEnd(end, time.Since(began) >= e.opts.SetupTimeout, "prepare the checkout")
+	if err != nil {
+		return p, err
+	}
+	out := capture.Output()
+	if !pe.exited || pe.code != 0 {
+		return p, fmt.Errorf("cf-sandbox: prepare the checkout: the setup command ended (%s): %q", pe.status, out.Head+out.Tail)
+	}
+	return parsePlatform(out.Head), nil
+}
+
+// kill destroys the sandbox with a fresh bounded context; temporary
+// errors are retried KillAttempts times.
+func (e *Executor) kill(ctx context.Context, id string) error {
+	var last error
+	for attempt := 1; attempt <= KillAttempts; attempt++ {
+		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
+		err := e.bridge.kill(kctx, id)
+		cancel()
+		if err == nil {
+			e.log.InfoContext(ctx, "cf sandbox destroyed", "sandbox_id", id)
+			return nil
+		}
+		last = err
+		var ae *APIError
+		if !errors.As(err, &ae) || !ae.Temporary() || attempt == KillAttempts {
+			break
+		}
+		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	}
+	e.log.ErrorContext(ctx, "cf sandbox not destroyed", "sandbox_id", id, "err", last)
+	return fmt.Errorf("cf-sandbox: cleanup: delete sandbox %s: %w", id, last)
+}
+
+// checkBaseURL accepts https, and plain http only to a loopback host: the
+// token never crosses a network in the clear.
+func checkBaseURL(raw string) (string, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return "", fmt.Errorf("%s %q: %w", EnvURL, raw, err)
+	}
+	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		return "", fmt.Errorf("%s %q: want scheme://host[:port][/path]", EnvURL, raw)
+	}
+	switch u.Scheme {
+	case "https":
+	case "http":
+		h := u.Hostname()
+		ip := net.ParseIP(h)
+		if !strings.EqualFold(h, "localhost") && (ip == nil || !ip.IsLoopback()) {
+			return "", fmt.Errorf("%s %q: plain http is allowed only to a loopback host", EnvURL, raw)
+		}
+	default:
+		return "", fmt.Errorf("%s %q: scheme %q, want https", EnvURL, raw, u.Scheme)
+	}
+	return strings.TrimRight(u.String(), "/"), nil
+}
+
+func secretNames(secrets []validation.Secret) []string {
+	var names []string
+	for _, s := range secrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}

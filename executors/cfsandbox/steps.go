@@ -1,0 +1,291 @@
+package cfsandbox
+
+// This file is mirrored in executors/e2b/steps.go: both executors
+// run one marker shell per step in a remote sandbox, and edge packages do
+// not import each other. Keep the two in step.
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// procEnd is how the remote process of one step ended, as the provider
+// reported it.
+type procEnd struct {
+	exited   bool   // the process exited on its own
+	code     int    // its exit status; -1 when it was killed
+	status   string // the provider's words ("exit status 1", "signal: killed")
+	timedOut bool   // the provider said it killed the process at its deadline
+}
+
+// stepRunner runs the shell of one step in the sandbox.
+type stepRunner interface {
+	// runStep runs script with sh in the checkout, gives the provider
+	// budget as the process's deadline and writes the output to out, in
+	// order. started is called once the process runs. It returns how the
+	// process ended; or ctx's error (wrapped) when ctx ended first; or an
+	// infrastructure error.
+	runStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (procEnd, error)
+	// stopStep kills the process of the step the host stopped waiting
+	// for. An error means it may still be running.
+	stopStep(ctx context.Context) error
+}
+
+// stepPlan is one run of a plan's steps, one shell each.
+type stepPlan struct {
+	plan     validation.Plan
+	scripts  [][]byte // per plan step; nil for inconclusive steps
+	nonce    string
+	capture  validation.CaptureOptions
+	progress func(step string, started time.Time)
+	cwd      string
+	// grace is how long past a step's budget the host waits for the
+	// provider to report the end before it stops waiting.
+	grace time.Duration
+	// stopBound bounds stopStep.
+	stopBound time.Duration
+	// deadline is when the sandbox's lifetime ends, less a margin; zero
+	// for none. lifetime names that bound for reasons.
+	deadline time.Time
+	lifetime string
+	// beforeStep, when set, prepares the sandbox for a step (its egress);
+	// an error is an infrastructure error.
+	beforeStep func(ctx context.Context, st validation.Step) error
+}
+
+// stepsOutcome is what running the steps gave.
+type stepsOutcome struct {
+	steps  []validation.StepResult
+	issues []string // integrity problems: the run is inconclusive
+	notes  []string
+}
+
+// Reasons for steps that were not run, kept in the words the marker
+// parser uses where it has them.
+const (
+	reasonInstallFailed = "not run: the install step failed"
+	reasonCancelled     = "not run: the run was cancelled"
+	reasonKilled        = "killed: the run was cancelled"
+	reasonInfra         = "not run: the sandbox failed"
+)
+
+// singleStepShells builds one marker shell per runnable step.
+func singleStepShells(plan validation.Plan, nonce string) [][]byte {
+	scripts := make([][]byte, len(plan.Steps))
+	for i, st := range plan.Steps {
+		if st.Inconclusive != "" {
+			continue
+		}
+		scripts[i] = validation.BuildShell(singleStep(plan, st), nonce)
+	}
+	return scripts
+}
+
+func singleStep(plan validation.Plan, st validation.Step) validation.Plan {
+	return validation.Plan{
+		PackageManager:       plan.PackageManager,
+		PackageManagerSource: plan.PackageManagerSource,
+		Lockfile:             plan.Lockfile,
+		Steps:                []validation.Step{st},
+	}
+}
+
+// runSteps runs the plan's steps in order, one process each. An
+// infrastructure error stops the run and is returned with the steps so
+// far; a cancelled ctx ends the running step killed, the rest not run,
+// and returns ctx's error.
+func runSteps(ctx context.Context, sp stepPlan, r stepRunner) (stepsOutcome, error) {
+	out := stepsOutcome{steps: make([]validation.StepResult, len(sp.plan.Steps))}
+	stop := "" // why later steps are not run
+	var runErr error
+	for i, st := range sp.plan.Steps {
+		res := validation.StepResult{
+			Name:      st.Name,
+			Argv:      slices.Clone(st.Argv),
+			Cwd:       sp.cwd,
+			TimeoutMs: st.Timeout.Milliseconds(),
+			Network:   st.Network,
+			Reported:  true,
+		}
+		if st.Inconclusive != "" {
+			res.Status, res.Reason = validation.StatusInconclusive, st.Inconclusive
+			out.steps[i] = res
+			continue
+		}
+		if stop == "" && ctx.Err() != nil {
+			stop = reasonCancelled
+		}
+		budget, limited := sp.budget(st, time.Now())
+		if stop == "" && budget <= 0 {
+			stop = "not run: " + sp.lifetime + " ran out"
+		}
+		if stop != "" {
+			res.Status, res.Reason = validation.StatusNotRun, stop
+			out.steps[i] = res
+			continue
+		}
+		if sp.beforeStep != nil {
+			if err := sp.beforeStep(ctx, st); err != nil {
+				runErr, stop = err, reasonInfra
+				if ctx.Err() != nil {
+					runErr, stop = ctx.Err(), reasonCancelled
+				}
+				res.Status, res.Reason = validation.StatusNotRun, stop
+				out.steps[i] = res
+				continue
+			}
+		}
+		res, issues, notes, kind, err := runOne(ctx, sp, r, i, st, budget, limited, res)
+		out.steps[i] = res
+		out.issues = append(out.issues, issues...)
+		out.notes = append(out.notes, notes...)
+		switch kind {
+		case oneCancelled:
+			runErr, stop = err, reasonCancelled
+		case oneInfra:
+			runErr, stop = err, reasonInfra
+		case oneUnstoppable:
+			stop = fmt.Sprintf("not run: step %q could not be stopped after its timeout", st.Name)
+		}
+		if stop == "" && st.Name == validation.StepInstall && res.Status != validation.StatusPassed {
+			stop = reasonInstallFailed
+		}
+	}
+	if runErr == nil && ctx.Err() != nil {
+		runErr = ctx.Err()
+	}
+	return out, runErr
+}
+
+// notRun is the result of a run that ended before any step ran (cancelled
+// while the sandbox was being prepared): every step not run with why,
+// inconclusive steps as they are.
+func notRun(plan validation.Plan, cwd, why string) []validation.StepResult {
+	steps := make([]validation.StepResult, len(plan.Steps))
+	for i, st := range plan.Steps {
+		steps[i] = validation.StepResult{
+			Name: st.Name, Argv: slices.Clone(st.Argv), Cwd: cwd, TimeoutMs: st.Timeout.Milliseconds(),
+			Network: st.Network, Reported: true, Status: validation.StatusNotRun, Reason: why,
+		}
+		if st.Inconclusive != "" {
+			steps[i].Status, steps[i].Reason = validation.StatusInconclusive, st.Inconclusive
+		}
+	}
+	return steps
+}
+
+// budget is the step's deadline for the provider: its timeout, cut to
+// what is left of the sandbox's lifetime (limited then reports the cut).
+// A step without a timeout gets what is left of the lifetime.
+func (sp stepPlan) budget(st validation.Step, now time.Time) (d time.Duration, limited bool) {
+	d = st.Timeout
+	if sp.deadline.IsZero() {
+		return d, false
+	}
+	left := sp.deadline.Sub(now)
+	if d <= 0 || left < d {
+		return left, true
+	}
+	return d, false
+}
+
+type oneKind int
+
+const (
+	oneDone        oneKind = iota
+	oneCancelled           // ctx ended: stop, return ctx's error
+	oneInfra               // the provider failed: stop, return the error
+	oneUnstoppable         // timed out and could not be killed: stop
+)
+
+// runOne runs the shell of plan step i and says how it ended.
+func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation.Step, budget time.Duration, limited bool,
+	base validation.StepResult) (validation.StepResult, []string, []string, oneKind, error) {
+	parser := validation.NewMarkerParser(singleStep(sp.plan, st), sp.nonce, sp.capture)
+	stepCtx, cancel := context.WithTimeout(ctx, budget+sp.grace)
+	defer cancel()
+	began := time.Now()
+	end, err := r.runStep(stepCtx, sp.scripts[i], budget, parser, func() {
+		if sp.progress != nil {
+			sp.progress(st.Name, time.Now())
+		}
+	})
+	elapsed := time.Since(began)
+	results, integrity := parser.Finish()
+	res := results[0]
+	res.Cwd, res.TimeoutMs, res.Reported = base.Cwd, base.TimeoutMs, true
+	issues := splitIssues(integrity)
+	ended := res.ExitCode != nil // the step's END marker arrived
+	unended := unendedIssue(st.Name)
+	interrupted := func(status validation.Status, why string) {
+		res.Status, res.Reason, res.ExitCode = status, why, nil
+		res.Duration, res.DurationMs = elapsed, elapsed.Milliseconds()
+		issues = slices.DeleteFunc(issues, func(s string) bool { return s == unended })
+	}
+	switch {
+	case err != nil && ctx.Err() != nil:
+		if !ended {
+			interrupted(validation.StatusKilled, reasonKilled)
+		}
+		return res, issues, nil, oneCancelled, ctx.Err()
+	case err != nil && stepCtx.Err() != nil:
+		// The provider did not end the process at its deadline: the host
+		// stops waiting and kills it.
+		var notes []string
+		if !ended {
+			interrupted(validation.StatusTimedOut, fmt.Sprintf("timed out: no end within the step's %v budget plus %v; the host stopped waiting", budget, sp.grace))
+		} else {
+			notes = append(notes, fmt.Sprintf("step %q printed its END marker but its process did not end within %v; the host stopped it", st.Name, budget+sp.grace))
+		}
+		stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), sp.stopBound)
+		defer stopCancel()
+		if serr := r.stopStep(stopCtx); serr != nil {
+			notes = append(notes, fmt.Sprintf("step %q could not be stopped after its timeout: %v", st.Name, serr))
+			return res, issues, notes, oneUnstoppable, nil
+		}
+		return res, issues, notes, oneDone, nil
+	case err != nil:
+		if !ended {
+			interrupted(validation.StatusKilled, "killed: the sandbox failed while the step ran")
+		}
+		return res, issues, nil, oneInfra, err
+	}
+	switch {
+	case ended:
+		if !end.exited || end.code != 0 {
+			issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) after its END marker", st.Name, end.status))
+		}
+	case end.timedOut || (!end.exited && elapsed >= budget):
+		why := fmt.Sprintf("timed out: the step ran past its %v timeout; the sandbox stopped it", budget)
+		if limited {
+			why = fmt.Sprintf("timed out: %s ran out after %v", sp.lifetime, budget)
+		}
+		interrupted(validation.StatusTimedOut, why)
+	default:
+		if res.Status == validation.StatusNotRun {
+			res.Status, res.Reason = validation.StatusFailed, "the step's shell ended without reporting a START marker"
+		}
+		res.Duration, res.DurationMs = elapsed, elapsed.Milliseconds()
+		issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) without an END marker", st.Name, end.status))
+	}
+	return res, issues, nil, oneDone, nil
+}
+
+// splitIssues splits the parser's integrity string into its issues.
+func splitIssues(integrity string) []string {
+	if integrity == "" {
+		return nil
+	}
+	return strings.Split(integrity, "; ")
+}
+
+// unendedIssue is the parser's issue for a step left open at Finish.
+func unendedIssue(step string) string {
+	return fmt.Sprintf("step %q has a START marker but no END marker", step)
+}
