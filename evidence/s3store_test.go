@@ -3,20 +3,13 @@ package evidence
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
-	gobuild "go/build"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -24,48 +17,17 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 
+	"github.com/gilf-review/gilf/internal/s3test"
 	"github.com/gilf-review/gilf/validation"
 )
 
-// versitygwInstall is how CI gets the S3 server these tests run against.
-const versitygwInstall = "go install github.com/versity/versitygw/cmd/versitygw@v1.8.0"
-
-// Test server limits.
-const (
-	s3ReadyTimeout = 15 * time.Second
-	s3StopTimeout  = 10 * time.Second
-)
-
 // s3Server is a real S3 server (versitygw, posix backend) on loopback.
-type s3Server struct {
-	t              *testing.T
-	bin, dir, addr string
-	access, secret string
-	cmd            *exec.Cmd
-	exited         chan struct{}
-}
+type s3Server struct{ *s3test.Server }
 
-func versitygwPath(t *testing.T) string {
-	t.Helper()
-	if p, err := exec.LookPath("versitygw"); err == nil {
-		return p
-	}
-	p := filepath.Join(gobuild.Default.GOPATH, "bin", "versitygw")
-	if _, err := os.Stat(p); err == nil {
-		return p
-	}
-	t.Fatalf("versitygw not found in PATH or %s; install it with: %s", filepath.Dir(p), versitygwInstall)
-	return ""
-}
+func startS3(t *testing.T, bucket string) *s3Server { return &s3Server{s3test.Start(t, bucket)} }
 
-func randHex(t *testing.T, n int) string {
-	t.Helper()
-	b := make([]byte, n)
-	if _, err := rand.Read(b); err != nil {
-		t.Fatal(err)
-	}
-	return hex.EncodeToString(b)
-}
+func (s *s3Server) endpoint() string { return s.Endpoint() }
+func (s *s3Server) stop()            { s.Stop() }
 
 func freeAddr(t *testing.T) string {
 	t.Helper()
@@ -80,95 +42,6 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
-// startS3 starts versitygw with fresh credentials and creates bucket.
-func startS3(t *testing.T, bucket string) *s3Server {
-	t.Helper()
-	srv := &s3Server{
-		t:      t,
-		bin:    versitygwPath(t),
-		dir:    t.TempDir(),
-		addr:   freeAddr(t),
-		access: "AK" + randHex(t, 8),
-		secret: randHex(t, 20),
-	}
-	srv.start()
-	client := s3.New(s3.Options{
-		BaseEndpoint: aws.String(srv.endpoint()),
-		Region:       DefaultS3Region,
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(srv.access, srv.secret, ""),
-	})
-	if _, err := client.CreateBucket(t.Context(), &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
-		t.Fatalf("create bucket: %v", err)
-	}
-	return srv
-}
-
-func (s *s3Server) endpoint() string { return "http://" + s.addr }
-
-func (s *s3Server) start() {
-	t := s.t
-	cmd := exec.Command(s.bin, "--port", s.addr, "--quiet", "posix", s.dir)
-	cmd.Env = append(os.Environ(), "ROOT_ACCESS_KEY="+s.access, "ROOT_SECRET_KEY="+s.secret)
-	var logs bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
-		t.Fatalf("start versitygw: %v", err)
-	}
-	s.cmd, s.exited = cmd, make(chan struct{})
-	t.Cleanup(s.stop)
-	go func() {
-		if err := cmd.Wait(); err != nil {
-			t.Logf("versitygw exited: %v", err)
-		}
-		close(s.exited)
-	}()
-	deadline := time.Now().Add(s3ReadyTimeout)
-	for {
-		resp, err := http.Get(s.endpoint() + "/")
-		if err == nil {
-			if cerr := resp.Body.Close(); cerr != nil {
-				t.Fatal(cerr)
-			}
-			return // any HTTP answer (403 without auth) means it is serving
-		}
-		select {
-		case <-s.exited:
-			t.Fatalf("versitygw exited before serving:\n%s", logs.String())
-		case <-time.After(50 * time.Millisecond):
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("versitygw not ready after %s:\n%s", s3ReadyTimeout, logs.String())
-		}
-	}
-}
-
-// stop ends the server (SIGTERM, then SIGKILL) and waits for it.
-func (s *s3Server) stop() {
-	if s.cmd == nil {
-		return
-	}
-	select {
-	case <-s.exited:
-		s.cmd = nil
-		return
-	default:
-	}
-	if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGTERM); err != nil {
-		s.t.Logf("signal versitygw: %v", err)
-	}
-	select {
-	case <-s.exited:
-	case <-time.After(s3StopTimeout):
-		if err := syscall.Kill(-s.cmd.Process.Pid, syscall.SIGKILL); err != nil {
-			s.t.Logf("kill versitygw: %v", err)
-		}
-		<-s.exited
-	}
-	s.cmd = nil
-}
-
 func (s *s3Server) store(t *testing.T, bucket string, mod func(*S3Options)) *S3Store {
 	t.Helper()
 	opts := S3Options{
@@ -176,7 +49,7 @@ func (s *s3Server) store(t *testing.T, bucket string, mod func(*S3Options)) *S3S
 		Endpoint:       s.endpoint(),
 		Region:         DefaultS3Region,
 		PathStyle:      true,
-		Credentials:    credentials.NewStaticCredentialsProvider(s.access, s.secret, ""),
+		Credentials:    s.Credentials(),
 		MaxPutAttempts: 3,
 		RetryBackoff:   10 * time.Millisecond,
 	}
@@ -191,14 +64,7 @@ func (s *s3Server) store(t *testing.T, bucket string, mod func(*S3Options)) *S3S
 }
 
 // rawClient reads back what the server holds, independently of S3Store.
-func (s *s3Server) rawClient() *s3.Client {
-	return s3.New(s3.Options{
-		BaseEndpoint: aws.String(s.endpoint()),
-		Region:       DefaultS3Region,
-		UsePathStyle: true,
-		Credentials:  credentials.NewStaticCredentialsProvider(s.access, s.secret, ""),
-	})
-}
+func (s *s3Server) rawClient() *s3.Client { return s.Client() }
 
 func getObject(t *testing.T, c *s3.Client, bucket, key string) []byte {
 	t.Helper()

@@ -51,6 +51,11 @@ const (
 	DefaultReadConns = 4
 )
 
+// pageSize is the page size of a new database. A delivery body of 25 KB
+// fits in two pages instead of seven, so each commit writes fewer WAL
+// frames (two write calls each).
+const pageSize = 32768
+
 // Synchronous is SQLite's PRAGMA synchronous level for the writer.
 type Synchronous string
 
@@ -71,6 +76,10 @@ type Options struct {
 	RetryCap    time.Duration
 	MaxBatch    int
 	ReadConns   int
+	// MaxBytes caps the database file (0: no cap beyond the disk). When a
+	// write would pass it, the write fails as if the disk were full, and
+	// intake answers 503, so a delivery flood cannot fill the volume.
+	MaxBytes int64
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
 	// Jitter returns a uniform value in [0, 1) for retry backoff; default
@@ -173,9 +182,16 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 func dsn(path string, o Options, readOnly bool) string {
 	q := url.Values{}
 	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
-	q.Add("_pragma", "journal_mode(WAL)")
+	// page_size runs before the journal_mode shorthand (modernc applies
+	// _pragma values first), so a new database is created with it; an
+	// existing one keeps its own.
+	q.Add("_pragma", "page_size("+strconv.Itoa(pageSize)+")")
+	q.Set("_journal_mode", "WAL")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous("+string(o.Synchronous)+")")
+	if o.MaxBytes > 0 {
+		q.Add("_pragma", "max_page_count("+strconv.FormatInt(max(o.MaxBytes/pageSize, 1), 10)+")")
+	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {

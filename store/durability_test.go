@@ -319,7 +319,8 @@ func TestDeferredUpgradeIsBusy(t *testing.T) {
 func TestSameDeliveryConcurrently(t *testing.T) {
 	c := newClock()
 	path := filepath.Join(t.TempDir(), "gilf.db")
-	dbs := []*store.DB{openAt(t, path, store.Options{Now: c.Now}), openAt(t, path, store.Options{Now: c.Now})}
+	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second} // see TestConcurrentWritersNeverBusy
+	dbs := []*store.DB{openAt(t, path, opts), openAt(t, path, opts)}
 	for round := range 10 {
 		id := fmt.Sprintf("race-%d", round)
 		var wg sync.WaitGroup

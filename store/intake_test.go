@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"runtime"
 	"sync"
 	"testing"
@@ -224,8 +225,15 @@ func TestRecordDeliveryCancelsInstallation(t *testing.T) {
 // (here a trigger raises on one id) fails its own call only; the others in
 // the same batch commit.
 func TestRecordDeliveryBadItemFailsAlone(t *testing.T) {
+	for _, maxBatch := range []int{1, store.DefaultMaxBatch} {
+		t.Run(fmt.Sprintf("MaxBatch=%d", maxBatch), func(t *testing.T) { testBadItemFailsAlone(t, maxBatch) })
+	}
+}
+
+func testBadItemFailsAlone(t *testing.T, maxBatch int) {
 	c := newClock()
-	db, path := openTest(t, c)
+	path := filepath.Join(t.TempDir(), "gilf.db")
+	db := openAt(t, path, store.Options{Now: c.Now, MaxBatch: maxBatch})
 	raw := rawDB(t, path)
 	if _, err := raw.Exec(`CREATE TRIGGER poison BEFORE INSERT ON deliveries WHEN NEW.id = 'poison'
 		BEGIN SELECT RAISE(ABORT, 'poisoned delivery'); END`); err != nil {

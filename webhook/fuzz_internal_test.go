@@ -3,6 +3,7 @@ package webhook
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/gilf-review/gilf/internal/shared"
@@ -58,6 +59,7 @@ func TestValidRepoAndSHA(t *testing.T) {
 		repo bool
 	}{
 		{"o/r", true}, {"Codertocat/Hello-World", true}, {"a.b/c_d-e", true},
+		{"o/" + strings.Repeat("r", MaxRepoNameLen-2), true}, {"o/" + strings.Repeat("r", MaxRepoNameLen-1), false},
 		{"/r", false}, {"o/", false}, {"o/r/x", false}, {"o r/x", false}, {"../../etc", false}, {"", false},
 	} {
 		if got := validRepo(tt.s); got != tt.repo {
@@ -76,5 +78,18 @@ func TestValidRepoAndSHA(t *testing.T) {
 		if got := validSHA(tt.s); got != tt.ok {
 			t.Errorf("validSHA(%q) = %v", tt.s, got)
 		}
+	}
+}
+
+func TestBaseRefLimit(t *testing.T) {
+	pr := func(ref string) payload {
+		return payload{Action: "opened", Installation: &idRef{ID: 1}, Repository: &repoRef{FullName: "o/r"},
+			PullRequest: &prRef{Number: 1, HeadSHA: strings.Repeat("a", 40), HeadRepo: &repoRef{FullName: "o/r"}, BaseRef: ref}}
+	}
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen)), false); d.job == nil {
+		t.Fatalf("ref at the limit: %+v", d)
+	}
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen+1)), false); d.status != validation.DeliveryInvalid {
+		t.Fatalf("ref over the limit: %+v", d)
 	}
 }

@@ -158,9 +158,14 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (reply, error) {
 	del := validation.Delivery{ID: id, Event: event, ReceivedAt: h.now(), Body: body}
 	p, decodeErr := decodePayload(body)
 	var dec decision
-	if decodeErr != nil {
+	switch {
+	case decodeErr != nil && !actsOn(event):
+		// Nothing of it would be used: keep it, answer as for any other
+		// ignored event, so GitHub shows no failure for events gilf skips.
+		dec, decodeErr = classify(event, payload{}, h.drafts), nil
+	case decodeErr != nil:
 		dec = invalid(decodeErr.Error())
-	} else {
+	default:
 		dec = classify(event, p, h.drafts)
 		del.Action = p.Action
 		if p.Installation != nil {

@@ -215,6 +215,12 @@ func TestActionTable(t *testing.T) {
 		{"not JSON", "pull_request", func(t *testing.T) []byte { return []byte(`{"action": "opened",`) }, false,
 			want{400, validation.DeliveryInvalid, false, 0, "payload"}},
 		{"ping", "ping", file("ping", "payload"), false, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
+		{"ping that is not JSON is still answered", "ping", func(t *testing.T) []byte { return []byte(`zen`) }, false,
+			want{200, validation.DeliveryRecorded, false, 0, "ping"}},
+		{"ignored event with odd fields", "workflow_job", func(t *testing.T) []byte { return []byte(`{"action":{"x":1}}`) }, false,
+			want{202, validation.DeliveryIgnored, false, 0, "workflow_job"}},
+		{"installation event that is not JSON", "installation", func(t *testing.T) []byte { return []byte(`{`) }, false,
+			want{400, validation.DeliveryInvalid, false, 0, "payload"}},
 		{"ping with organization", "ping", file("ping", "with-organization"), false, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
 		{"installation created", "installation", file("installation", "created"), false, want{202, validation.DeliveryRecorded, false, 0, "created"}},
 		{"check_suite rerequested", "check_suite", file("check_suite", "rerequested"), false, want{202, validation.DeliveryIgnored, false, 0, "check_suite"}},
@@ -486,4 +492,33 @@ func TestNewRefusesMissingParts(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFullDatabaseAnswers503: F13, D85. When the store cannot grow (here
+// capped by store.Options.MaxBytes, SQLite's own "database or disk is
+// full"), intake answers 503 and keeps no partial row; every 2xx before it
+// has its row.
+func TestFullDatabaseAnswers503(t *testing.T) {
+	e := newEnv(t, webhook.Config{}, store.Options{MaxBytes: 512 << 10})
+	accepted := 0
+	for i := range 200 {
+		body := derive(t, "pull_request", "opened", withHead(fmt.Sprintf("%040x", i+1), time.Now()))
+		id := e.nextID()
+		a := e.send(t, "pull_request", id, body, nil)
+		if a.code == http.StatusAccepted {
+			accepted++
+			continue
+		}
+		if a.code != http.StatusServiceUnavailable {
+			t.Fatalf("delivery %d: %d %+v, want 202 or 503", i, a.code, a.body)
+		}
+		if _, err := e.db.Delivery(context.Background(), id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("503 left a row: %v", err)
+		}
+		if accepted == 0 || e.count(t) != accepted {
+			t.Fatalf("%d accepted, %d rows", accepted, e.count(t))
+		}
+		return
+	}
+	t.Fatal("the capped store never filled up")
 }

@@ -65,6 +65,16 @@ type decision struct {
 	code   int // the HTTP status of a success
 }
 
+// actsOn reports the events whose payload intake reads; every other event
+// is recorded and ignored (ping is answered).
+func actsOn(event string) bool {
+	switch event {
+	case "pull_request", "installation", "installation_repositories":
+		return true
+	}
+	return false
+}
+
 // classify is the action table. It is pure: the same event and payload
 // always give the same decision.
 func classify(event string, p payload, reviewDrafts bool) decision {

@@ -23,6 +23,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"sort"
 	"strconv"
 	"strings"
@@ -58,6 +59,7 @@ type config struct {
 	warmup      int
 	sync        store.Synchronous
 	dir         string
+	cpuProfile  string
 }
 
 func parseFlags() (config, error) {
@@ -71,6 +73,7 @@ func parseFlags() (config, error) {
 	flag.IntVar(&c.warmup, "warmup", DefaultWarmup, "unmeasured requests before each level")
 	flag.StringVar(&syncLevel, "synchronous", string(store.DefaultSynchronous), "SQLite synchronous level: FULL or NORMAL")
 	flag.StringVar(&c.dir, "dir", "", "directory for the SQLite file (default: a new temp dir, removed after)")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
 	flag.Parse()
 	if c.payload == "" {
 		return c, errors.New("-payload is required")
@@ -93,6 +96,17 @@ func run() error {
 	cfg, err := parseFlags()
 	if err != nil {
 		return err
+	}
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
 	}
 	tmpl, err := buildPayload(cfg.payload, cfg.size)
 	if err != nil {

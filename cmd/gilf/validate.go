@@ -9,6 +9,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"time"
 
@@ -100,6 +101,11 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
 		return exitUsage
 	}
+	opts, err := validateStages(ctx, cfg, f.path, &rec, log)
+	if err != nil {
+		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
+		return exitUsage
+	}
 	if f.json {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -107,7 +113,7 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 			fmt.Fprintf(env.Stderr, "gilf validate: write record: %v\n", err)
 			return exitUsage
 		}
-	} else if _, err := io.WriteString(env.Stdout, review.Render(rec, review.RenderOptions{})); err != nil {
+	} else if _, err := io.WriteString(env.Stdout, review.Render(rec, opts)); err != nil {
 		fmt.Fprintf(env.Stderr, "gilf validate: write review: %v\n", err)
 		return exitUsage
 	}
@@ -182,6 +188,40 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	}
 	prog.summary(rec.Steps)
 	return rec, nil
+}
+
+// validateStages prices the run and, with GILF_EVIDENCE_ARTIFACTS=1,
+// uploads its evidence to the configured store, exactly as a served job
+// would. Evidence keys name the checkout directory and a fresh run id in
+// place of a commit. A stage failure is printed in the review's notes;
+// only a store that cannot be opened is an error.
+func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, log *slog.Logger) (review.RenderOptions, error) {
+	var opts review.RenderOptions
+	store, closeStore, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
+	if err != nil {
+		return opts, err
+	}
+	defer func() {
+		if err := closeStore(); err != nil {
+			log.Error("close evidence store", "err", err)
+		}
+	}()
+	runID, err := validation.NewNonce()
+	if err != nil {
+		return opts, err
+	}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return opts, fmt.Errorf("resolve %s: %w", path, err)
+	}
+	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(abs), ".tar.gz"), ".tgz")
+	stages := &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log}
+	res := review.Result{Record: *rec}
+	for _, e := range stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts) {
+		opts.Notes = append(opts.Notes, e)
+	}
+	*rec = res.Record
+	return opts, nil
 }
 
 // validateSelection is the executor selection of gilf validate: --executor,

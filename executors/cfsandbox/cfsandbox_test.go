@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -217,11 +218,11 @@ func TestInfrastructureErrors(t *testing.T) {
 	}
 }
 
-// TestTimeoutIgnoredStopsTheRun: the sandbox does not stop the command at
-// timeout_ms; the host stops waiting, and since the bridge cannot stop one
+// TestTimeoutIgnoredStopsTheRun: the image has no timeout(1) and the
+// sandbox does not stop the command at timeout_ms; the host stops waiting, and since the bridge cannot stop one
 // command, later steps are not run (the sandbox is destroyed).
 func TestTimeoutIgnoredStopsTheRun(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(o *cfsandboxtest.Options) { o.Path = pathWithout(t) })
 	f.srv.SetFault(cfsandboxtest.Fault{ExecCall: 2, Stream: cfsandboxtest.FaultIgnoreTimeout})
 	e := f.exec(t, func(o *Options) { o.StepGrace = 500 * time.Millisecond })
 	slow := sh(validation.StepTest, "sleep 1000")
@@ -352,4 +353,22 @@ func TestNew(t *testing.T) {
 			}
 		})
 	}
+}
+
+// pathWithout makes a PATH directory holding the tools a run needs but
+// not timeout(1): a sandbox image whose shell cannot time a step itself,
+// so the provider's and the host's deadlines must.
+func pathWithout(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, tool := range []string{"sh", "bash", "uname", "tar", "gzip", "rm", "mkdir", "sleep", "cut", "tr", "sed", "head", "cat", "env"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		if err := os.Symlink(p, filepath.Join(dir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -386,7 +386,8 @@ func anyRunnable(plan validation.Plan) bool {
 }
 
 // lifetime is the sandbox timeout asked for: setup, every runnable
-// step's timeout plus the step grace, and the margin, capped by
+// step's timeout plus the shell's kill slack and the step grace, and the
+// margin, capped by
 // TimeoutMs (capped reports the cap). A step without a timeout takes the
 // cap. Whole seconds, rounded up.
 func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool) {
@@ -400,7 +401,7 @@ func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool)
 			d = limit + 1
 			break
 		}
-		d += st.Timeout + e.opts.StepGrace
+		d += st.Timeout + shellDeadlineSlack + e.opts.StepGrace
 	}
 	if d > limit {
 		// Stay inside the cap: round down to whole seconds.

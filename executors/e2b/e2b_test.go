@@ -42,8 +42,8 @@ func TestCreateRequest(t *testing.T) {
 			name:  "install with registry egress, then closed",
 			steps: []validation.Step{install, test},
 			pm:    validation.NPM,
-			// setup 5m + margin 1s + (3m + 2s) + (2m + 2s)
-			wantTimeout: 5*60 + 1 + 3*60 + 2 + 2*60 + 2,
+			// setup 5m + margin 1s + (3m + 6s slack + 2s grace) + (2m + 6s + 2s)
+			wantTimeout: 5*60 + 1 + 3*60 + 8 + 2*60 + 8,
 			wantFields: map[string]string{
 				"templateID": `"base"`,
 				"secure":     `true`,
@@ -56,7 +56,7 @@ func TestCreateRequest(t *testing.T) {
 			name:        "no install: no internet at all",
 			steps:       []validation.Step{test},
 			pm:          validation.NPM,
-			wantTimeout: 5*60 + 1 + 2*60 + 2,
+			wantTimeout: 5*60 + 1 + 2*60 + 8,
 			wantFields: map[string]string{
 				"allow_internet_access": `false`,
 				"network":               `{"denyOut":["0.0.0.0/0"]}`,
@@ -66,7 +66,7 @@ func TestCreateRequest(t *testing.T) {
 			name:        "yarn berry registries",
 			steps:       []validation.Step{install},
 			pm:          validation.YarnBerry,
-			wantTimeout: 5*60 + 1 + 3*60 + 2,
+			wantTimeout: 5*60 + 1 + 3*60 + 8,
 			wantFields: map[string]string{
 				"network": `{"allowOut":["repo.yarnpkg.com","registry.yarnpkg.com","registry.npmjs.org"],"denyOut":["0.0.0.0/0"]}`,
 			},
@@ -76,7 +76,7 @@ func TestCreateRequest(t *testing.T) {
 			steps:       []validation.Step{install, test},
 			pm:          validation.PNPM,
 			allowOut:    []string{"npm.internal.example"},
-			wantTimeout: 5*60 + 1 + 3*60 + 2 + 2*60 + 2,
+			wantTimeout: 5*60 + 1 + 3*60 + 8 + 2*60 + 8,
 			wantFields: map[string]string{
 				"network": `{"allowOut":["npm.internal.example"],"denyOut":["0.0.0.0/0"]}`,
 			},
@@ -330,11 +330,11 @@ func TestHostRouting(t *testing.T) {
 	f.srv.CheckClean(t, 5*time.Second)
 }
 
-// TestHostStopsAStepEnvdDidNotKill: envd ignores the deadline; the host
-// waits the grace, kills the process with SendSignal, and the next step
+// TestHostStopsAStepEnvdDidNotKill: the image has no timeout(1) and envd
+// ignores the deadline; the host waits the grace, kills the process with SendSignal, and the next step
 // still runs.
 func TestHostStopsAStepEnvdDidNotKill(t *testing.T) {
-	f := newFixture(t, nil)
+	f := newFixture(t, func(o *e2btest.Options) { o.Path = pathWithout(t) })
 	f.srv.SetFault(e2btest.Fault{StartCall: 2, Stream: e2btest.FaultIgnoreDeadline})
 	e := f.exec(t, func(o *Options) { o.StepGrace = 500 * time.Millisecond })
 	slow := sh(validation.StepTest, "sleep 1000")
@@ -441,7 +441,8 @@ func TestForgedMarkersAreInconclusive(t *testing.T) {
 	e := f.exec(t, nil)
 	// The step finds the nonce in its parent shell's command line and
 	// prints its own END with exit 0 before failing.
-	forge := sh(validation.StepTest, `tag=$(tr '\000' '\n' < /proc/$PPID/cmdline | sed -n 's/.*__GILF_VALIDATION_START__:\([0-9a-f]*\)-test.*/\1/p' | head -n 1); printf '\n__GILF_VALIDATION_END__:%s-test:0\n' "$tag"; exit 1`)
+	// The step may run under timeout(1): look at its parent and grandparent.
+	forge := sh(validation.StepTest, `tag=$(for p in $PPID $(cut -d' ' -f4 /proc/$PPID/stat); do tr '\000' '\n' < /proc/$p/cmdline; done | sed -n 's/.*__GILF_VALIDATION_START__:\([0-9a-f]*\)-test.*/\1/p' | head -n 1); printf '\n__GILF_VALIDATION_END__:%s-test:0\n' "$tag"; exit 1`)
 	res, err := run(t, e, request(t, forge))
 	if err != nil {
 		t.Fatalf("Run: %v", err)
@@ -453,30 +454,40 @@ func TestForgedMarkersAreInconclusive(t *testing.T) {
 }
 
 func TestShellAndArchiveLimits(t *testing.T) {
-	base := len(validation.BuildShell(validation.Plan{Steps: []validation.Step{{Name: "test", Argv: []string{"true", ""}}}}, strings.Repeat("0", 2*validation.NonceBytes)))
-	atLimit := MaxShellBytes - base
+	step := func(pad int) validation.Step {
+		return validation.Step{Name: validation.StepTest, Argv: []string{"true", strings.Repeat("a", pad)}, Network: validation.NetworkNone, Timeout: time.Minute}
+	}
+	size := func(pad int) int {
+		return len(validation.BuildShell(validation.Plan{Steps: []validation.Step{step(pad)}}, strings.Repeat("0", 2*validation.NonceBytes)))
+	}
+	atLimit := 0 // the longest argument whose shell fits
+	for size(atLimit+1) <= MaxShellBytes {
+		atLimit += max(1, (MaxShellBytes-size(atLimit+1))/4)
+	}
+	if size(atLimit) > MaxShellBytes || size(atLimit+1) <= MaxShellBytes {
+		t.Fatalf("no boundary found: %d → %d, %d", atLimit, size(atLimit), size(atLimit+1))
+	}
 	dir := repo(t)
 	var packed bytes.Buffer
 	if err := archive.Pack(t.Context(), dir, &packed); err != nil {
 		t.Fatal(err)
 	}
-	size := int64(packed.Len())
+	archiveSize := int64(packed.Len())
 	tests := []struct {
 		name       string
 		pad        int
 		maxArchive int64
 		wantCode   validation.Code
 	}{
-		{name: "shell at the limit", pad: atLimit, maxArchive: size},
-		{name: "shell over the limit", pad: atLimit + 1, maxArchive: size, wantCode: validation.CodeScriptTooLong},
-		{name: "archive over the limit", pad: 0, maxArchive: size - 1, wantCode: validation.CodeArchiveTooLarge},
+		{name: "shell at the limit", pad: atLimit, maxArchive: archiveSize},
+		{name: "shell over the limit", pad: atLimit + 1, maxArchive: archiveSize, wantCode: validation.CodeScriptTooLong},
+		{name: "archive over the limit", pad: 0, maxArchive: archiveSize - 1, wantCode: validation.CodeArchiveTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
 			e := f.exec(t, func(o *Options) { o.MaxArchiveBytes = tc.maxArchive })
-			step := validation.Step{Name: validation.StepTest, Argv: []string{"true", strings.Repeat("a", tc.pad)}, Network: validation.NetworkNone, Timeout: time.Minute}
-			req := request(t, step)
+			req := request(t, step(tc.pad))
 			req.Dir = dir
 			res, err := run(t, e, req)
 			var ref *validation.Refusal
@@ -576,11 +587,12 @@ func TestLifetime(t *testing.T) {
 		want   time.Duration
 		capped bool
 	}{
-		{name: "sum", steps: []validation.Step{step(time.Minute), step(2 * time.Minute)}, want: 80*time.Second + 70*time.Second + 130*time.Second},
-		{name: "rounded up", steps: []validation.Step{step(1500 * time.Millisecond)}, want: 92 * time.Second},
+		// setup 60s + margin 20s; per step timeout + 6s slack + 10s grace
+		{name: "sum", steps: []validation.Step{step(time.Minute), step(2 * time.Minute)}, want: 80*time.Second + 76*time.Second + 136*time.Second},
+		{name: "rounded up", steps: []validation.Step{step(1500 * time.Millisecond)}, want: 98 * time.Second},
 		{name: "inconclusive not counted", steps: []validation.Step{incon}, want: 80 * time.Second},
-		{name: "at the cap", steps: []validation.Step{step(600*time.Second - 90*time.Second)}, want: 600 * time.Second},
-		{name: "over the cap", steps: []validation.Step{step(600*time.Second - 89*time.Second)}, want: 600 * time.Second, capped: true},
+		{name: "at the cap", steps: []validation.Step{step(600*time.Second - 96*time.Second)}, want: 600 * time.Second},
+		{name: "over the cap", steps: []validation.Step{step(600*time.Second - 95*time.Second)}, want: 600 * time.Second, capped: true},
 		{name: "no timeout takes the cap", steps: []validation.Step{step(0)}, want: 600 * time.Second, capped: true},
 	}
 	for _, tc := range tests {

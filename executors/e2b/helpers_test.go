@@ -5,6 +5,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -108,4 +109,22 @@ func statuses(res executors.Result) []validation.Status {
 
 func slogText(w io.Writer, v any) {
 	slog.New(slog.NewTextHandler(w, nil)).Info("options", "opts", v)
+}
+
+// pathWithout makes a PATH directory holding the tools a run needs but
+// not timeout(1): a sandbox image whose shell cannot time a step itself,
+// so the provider's and the host's deadlines must.
+func pathWithout(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	for _, tool := range []string{"sh", "bash", "uname", "tar", "gzip", "rm", "mkdir", "sleep", "cut", "tr", "sed", "head", "cat", "env"} {
+		p, err := exec.LookPath(tool)
+		if err != nil {
+			t.Fatalf("%s: %v", tool, err)
+		}
+		if err := os.Symlink(p, filepath.Join(dir, tool)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }

@@ -75,6 +75,11 @@ const (
 	reasonInfra         = "not run: the sandbox failed"
 )
 
+// shellDeadlineSlack is how long past a step's timeout the provider's
+// deadline waits for the shell's own timeout to end the step: the
+// shell's SIGTERM-to-SIGKILL grace and a second.
+const shellDeadlineSlack = validation.ShellKillGrace + time.Second
+
 // singleStepShells builds one marker shell per runnable step.
 func singleStepShells(plan validation.Plan, nonce string) [][]byte {
 	scripts := make([][]byte, len(plan.Steps))
@@ -208,10 +213,17 @@ const (
 func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation.Step, budget time.Duration, limited bool,
 	base validation.StepResult) (validation.StepResult, []string, []string, oneKind, error) {
 	parser := validation.NewMarkerParser(singleStep(sp.plan, st), sp.nonce, sp.capture)
-	stepCtx, cancel := context.WithTimeout(ctx, budget+sp.grace)
+	// The marker shell times a step with a timeout itself (timeout(1),
+	// exit 124 with an END marker); the provider's deadline is the
+	// backstop just after it, unless the sandbox's own end comes first.
+	provider := budget
+	if !limited && st.Timeout > 0 {
+		provider += shellDeadlineSlack
+	}
+	stepCtx, cancel := context.WithTimeout(ctx, provider+sp.grace)
 	defer cancel()
 	began := time.Now()
-	end, err := r.runStep(stepCtx, sp.scripts[i], budget, parser, func() {
+	end, err := r.runStep(stepCtx, sp.scripts[i], provider, parser, func() {
 		if sp.progress != nil {
 			sp.progress(st.Name, time.Now())
 		}
@@ -239,9 +251,9 @@ func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation
 		// stops waiting and kills it.
 		var notes []string
 		if !ended {
-			interrupted(validation.StatusTimedOut, fmt.Sprintf("timed out: no end within the step's %v budget plus %v; the host stopped waiting", budget, sp.grace))
+			interrupted(validation.StatusTimedOut, fmt.Sprintf("timed out: no end within the step's %v budget plus %v; the host stopped waiting", provider, sp.grace))
 		} else {
-			notes = append(notes, fmt.Sprintf("step %q printed its END marker but its process did not end within %v; the host stopped it", st.Name, budget+sp.grace))
+			notes = append(notes, fmt.Sprintf("step %q printed its END marker but its process did not end within %v; the host stopped it", st.Name, provider+sp.grace))
 		}
 		stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), sp.stopBound)
 		defer stopCancel()

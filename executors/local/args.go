@@ -60,7 +60,7 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		a = append(a, "--setenv", k, env[k])
 	}
-	for _, p := range SystemReadPaths {
+	for _, p := range SystemReadPaths() {
 		a = append(a, "--ro-bind-try", p, p)
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")

@@ -37,7 +37,7 @@ func (v cgroupVersion) String() string {
 
 // v1Controllers are the cgroup v1 hierarchies a step joins. memory, pids
 // and cpu carry the limits; freezer makes the final kill atomic.
-var v1Controllers = []string{"memory", "pids", "cpu", "freezer"}
+func v1Controllers() []string { return []string{"memory", "pids", "cpu", "freezer"} }
 
 // cgroupPollInterval is how often a cgroup's state is polled while it is
 // being frozen or removed; emptying it polls from cgroupPollFirst up,
@@ -82,7 +82,7 @@ func detectCgroups(root string, self []byte) cgroupHost {
 			continue
 		}
 		for _, c := range strings.Split(parts[1], ",") {
-			for _, want := range v1Controllers {
+			for _, want := range v1Controllers() {
 				if c != want {
 					continue
 				}
@@ -146,19 +146,19 @@ func hasWords(file string, want []string) bool {
 	return true
 }
 
-// stepCgroup is the cgroup of one step: one directory per v1 controller,
-// or one v2 directory.
+// stepCgroup is the cgroup the steps of one run share, one after another
+// (empty between steps): one directory per v1 controller, or one v2
+// directory.
 type stepCgroup struct {
 	version cgroupVersion
 	dirs    map[string]string // v1 controller → dir; v2: "" → dir
-	limited bool
 }
 
 // create makes the cgroup name and, when the host allows it, sets lim on
 // it. On cgroup v1 the freezer hierarchy is joined only when freezer is
 // set. On error nothing is left behind.
 func (h cgroupHost) create(name string, lim Limits, freezer bool) (*stepCgroup, error) {
-	cg := &stepCgroup{version: h.version, dirs: map[string]string{}, limited: h.limits}
+	cg := &stepCgroup{version: h.version, dirs: map[string]string{}}
 	switch h.version {
 	case cgroupV1:
 		for c, parent := range h.v1 {
@@ -255,10 +255,10 @@ func (cg *stepCgroup) trackDir() string {
 // pids lists the processes in the step cgroup.
 func (cg *stepCgroup) pids() ([]int, error) {
 	b, err := os.ReadFile(filepath.Join(cg.trackDir(), "cgroup.procs"))
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil // a cgroup that is gone holds nothing
-	}
-	if err != nil {
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		b = nil // a cgroup that is gone holds nothing
+	case err != nil:
 		return nil, fmt.Errorf("read cgroup procs: %w", err)
 	}
 	var out []int

@@ -1,6 +1,24 @@
-// Package local runs validation plans on the worker itself, one bubblewrap
-// sandbox per step, as a dedicated unprivileged uid, with cgroup limits
-// where the host allows them (SPEC §4.2).
+// Package local runs validation plans on the worker itself (SPEC §4.2):
+// one bubblewrap sandbox per step over one private, writable copy of the
+// checkout, so the host's own wait status decides every step.
+//
+// The sandbox never runs as the worker's uid: bwrap started by root maps
+// its user to real root. Every step's bwrap is started as a dedicated
+// unprivileged uid (Options.SandboxUID), which owns the workspace, HOME
+// and TMPDIR; the worker keeps root only for cgroups. Only system paths
+// (/usr, /bin, /lib, /lib64, /etc), the workspace and Options.AllowRead
+// and AllowWrite exist in the sandbox's mount namespace.
+//
+// Limits (memory, pids, CPU) come from one cgroup per run, v1 or v2. On
+// v2 bwrap is cloned into it (CLONE_INTO_CGROUP); on v1 bwrap reports its
+// sandbox's pid (--info-fd) and waits (--block-fd) until it is moved in.
+// A step's processes die with it: the pid namespace dies with bwrap's
+// init, and the cgroup is emptied after every step.
+//
+// The isolation tier is probed from inside a real sandbox at the first Run
+// and cached: read-only (cgroup limits in force), no-network (no cgroup
+// limits), or none (no usable bwrap: process hardening only, refused
+// unless Options.MinTier allows it).
 package local
 
 import (
@@ -11,6 +29,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -90,9 +109,11 @@ const (
 // DefaultPath is the PATH steps get.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// SystemReadPaths are mounted read-only in every sandbox: what node, npm
-// and a POSIX shell need. Paths missing on the host are skipped.
-var SystemReadPaths = []string{"/usr", "/bin", "/lib", "/lib64", "/etc"}
+// SystemReadPaths returns the paths mounted read-only in every sandbox:
+// what node, npm and a POSIX shell need. Paths missing on the host are
+// skipped. /etc/shadow and the like stay unreadable: the sandbox uid is
+// not root.
+func SystemReadPaths() []string { return []string{"/usr", "/bin", "/lib", "/lib64", "/etc"} }
 
 // DefaultEnv returns the environment steps get unless Options.Env says
 // otherwise. HOME, TMPDIR and CI are always set by the executor.
@@ -236,7 +257,7 @@ func (o Options) validate() error {
 	check("WorkRoot", []string{o.WorkRoot})
 	check("CgroupRoot", []string{o.CgroupRoot})
 	for _, p := range o.AllowWrite {
-		for _, s := range SystemReadPaths {
+		for _, s := range SystemReadPaths() {
 			if within(p, s) || within(s, p) {
 				errs = append(errs, fmt.Errorf("AllowWrite: %q overlaps the system path %s", p, s))
 			}
@@ -258,7 +279,7 @@ func (o Options) validate() error {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
 	}
 	for k := range o.Env {
-		if k == "" || containsAny(k, "=\x00") {
+		if k == "" || strings.ContainsAny(k, "=\x00") {
 			errs = append(errs, fmt.Errorf("Env: invalid name %q", k))
 		}
 	}
@@ -316,17 +337,6 @@ func within(p, dir string) bool {
 	rel, err := filepath.Rel(dir, p)
 	return err == nil && rel != ".." && !filepath.IsAbs(rel) &&
 		(rel == "." || len(rel) < 3 || rel[:3] != "../")
-}
-
-func containsAny(s, chars string) bool {
-	for _, c := range chars {
-		for _, r := range s {
-			if r == c {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // discardLogger is used when New is given no logger.

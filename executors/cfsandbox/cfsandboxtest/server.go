@@ -76,6 +76,8 @@ type Options struct {
 	// MaxInstances, when set, answers 503 capacity_exceeded when a new
 	// sandbox would exceed it, as the bridge's pool does.
 	MaxInstances int
+	// Path replaces ProcessPath as the PATH of commands.
+	Path string
 }
 
 // Server is the stand-in; its methods are safe for concurrent use.
@@ -120,6 +122,9 @@ func New(t testing.TB, opts Options) *Server {
 	t.Helper()
 	if opts.Token == "" {
 		t.Fatal("cfsandboxtest: Options.Token is required")
+	}
+	if opts.Path == "" {
+		opts.Path = ProcessPath
 	}
 	s := &Server{opts: opts, root: t.TempDir(), created: map[string]bool{}, live: map[string]*sandbox{}, procs: map[*proc]struct{}{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
@@ -473,7 +478,7 @@ func (s *Server) start(sb *sandbox, argv []string, dir string, deadline time.Dur
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
-	cmd.Env = []string{"PATH=" + ProcessPath, "HOME=" + sb.dir, "LANG=C.UTF-8"}
+	cmd.Env = []string{"PATH=" + s.opts.Path, "HOME=" + sb.dir, "LANG=C.UTF-8"}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	startErr := cmd.Start()

@@ -269,7 +269,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		deadline = time.Duration(ms) * time.Millisecond
 	}
 	home, _ := sb.hostPath(Home)
-	env := []string{"PATH=" + ProcessPath, "HOME=" + home, "USER=user", "LOGNAME=user"}
+	env := []string{"PATH=" + s.opts.Path, "HOME=" + home, "USER=user", "LOGNAME=user"}
 	for k, v := range req.Process.Envs {
 		env = append(env, k+"="+v)
 	}

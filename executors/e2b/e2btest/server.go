@@ -68,6 +68,9 @@ type Options struct {
 	MemoryMB int
 	// TLS serves https (needed for host routing).
 	TLS bool
+	// Path replaces ProcessPath as the PATH of processes (to stand for a
+	// template that lacks a tool).
+	Path string
 }
 
 // FaultKind is a failure the stand-in injects into one process stream.
@@ -161,6 +164,9 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	if opts.DefaultTimeout == 0 {
 		opts.DefaultTimeout = DefaultSandboxTimeout
+	}
+	if opts.Path == "" {
+		opts.Path = ProcessPath
 	}
 	if opts.CPUCount == 0 {
 		opts.CPUCount = 2

@@ -1,0 +1,66 @@
+package main
+
+import (
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/gilf-review/gilf/webhook"
+)
+
+// TestServeRoutes checks the HTTP surface over a real store: the webhook
+// is mounted for POST only, /healthz follows the store, and /metrics
+// reports a store it cannot read as an error, not as zero.
+func TestServeRoutes(t *testing.T) {
+	db := newTestStore(t, nil)
+	m := newServeMetrics(db)
+	log := slog.New(slog.DiscardHandler)
+	hook, err := webhook.New(wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}, log, webhook.Config{Secret: []byte(serveSecret)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(routes(hook, db, m, log))
+	defer srv.Close()
+
+	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)
+	if code, r := deliver(t, srv.URL, newGUID(t), "ping", body, signature(serveSecret, body)); code != http.StatusOK {
+		t.Errorf("signed ping answered %d %+v, want 200", code, r)
+	}
+	tests := []struct {
+		name, path string
+		code       int
+		has        []string
+	}{
+		{"healthz", "/healthz", http.StatusOK, []string{"ok"}},
+		{"metrics", "/metrics", http.StatusOK, []string{
+			`gilf_webhook_deliveries_total{status="recorded"} 1`, "gilf_deliveries_stored 1", "gilf_jobs_running 0", "go_goroutines"}},
+		{"webhook is POST only", "/webhook", http.StatusMethodNotAllowed, nil},
+		{"unknown path", "/admin", http.StatusNotFound, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, b := httpGet(t, srv.URL, tt.path)
+			if code != tt.code {
+				t.Errorf("GET %s: %d, want %d\n%s", tt.path, code, tt.code, b)
+			}
+			for _, s := range tt.has {
+				if !strings.Contains(b, s) {
+					t.Errorf("GET %s lacks %q", tt.path, s)
+				}
+			}
+		})
+	}
+
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if code, b := httpGet(t, srv.URL, "/healthz"); code != http.StatusServiceUnavailable || strings.Contains(b, "sql") {
+		t.Errorf("/healthz with a closed store: %d %q, want 503 with a public message", code, b)
+	}
+	code, b := httpGet(t, srv.URL, "/metrics")
+	if code != http.StatusOK || strings.Contains(b, "gilf_deliveries_stored ") || !strings.Contains(b, `gilf_webhook_deliveries_total{status="recorded"} 1`) {
+		t.Errorf("/metrics with a closed store: %d, want the process metrics without gilf_deliveries_stored:\n%s", code, b)
+	}
+}
