@@ -44,7 +44,7 @@ func TestValidateUploadsEvidenceToS3(t *testing.T) {
 	r.want(t, exitFailed, "loud failure", "test-output")
 
 	// Every evidence link of the review points into the bucket.
-	links := regexp.MustCompile(regexp.QuoteMeta(srv.Endpoint()+"/"+bucket+"/") + `([^)\s"]+)`).FindAllStringSubmatch(r.stdout, -1)
+	links := regexp.MustCompile(regexp.QuoteMeta(srv.Endpoint()+"/"+bucket+"/")+`([^)\s"]+)`).FindAllStringSubmatch(r.stdout, -1)
 	if len(links) == 0 {
 		t.Fatalf("review links no evidence:\n%s", r.stdout)
 	}
