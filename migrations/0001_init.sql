@@ -30,11 +30,13 @@ CREATE TABLE jobs (
     UNIQUE (repo, pr, head_sha, base_ref)
 ) STRICT;
 
-CREATE INDEX jobs_ready ON jobs (state, next_attempt_at);
-CREATE INDEX jobs_lease ON jobs (state, lease_expires_at);
-CREATE INDEX jobs_pr ON jobs (repo, pr, state);
+-- Partial indexes: finished jobs (almost all rows) leave them, so intake
+-- and claims touch small indexes.
+CREATE INDEX jobs_ready ON jobs (next_attempt_at, id) WHERE state = 'queued';
+CREATE INDEX jobs_lease ON jobs (lease_expires_at) WHERE state = 'running';
+CREATE INDEX jobs_pr ON jobs (repo, pr) WHERE state IN ('queued', 'running');
 CREATE INDEX jobs_pr_updated ON jobs (repo, pr, pr_updated_at);
-CREATE INDEX jobs_installation ON jobs (installation_id, state);
+CREATE INDEX jobs_installation ON jobs (installation_id) WHERE state IN ('queued', 'running');
 
 CREATE TABLE deliveries (
     id              TEXT    PRIMARY KEY,  -- X-GitHub-Delivery, lower case

@@ -45,16 +45,24 @@ const (
 	// between attempts: base·2^(attempt-1), capped, with jitter.
 	DefaultRetryBase = 30 * time.Second
 	DefaultRetryCap  = 30 * time.Minute
+	// DefaultCheckpointInterval is how often the WAL is copied back into
+	// the database (a PASSIVE checkpoint: it never blocks writers).
+	DefaultCheckpointInterval = time.Second
 	// DefaultMaxBatch is the most deliveries one group commit holds.
 	DefaultMaxBatch = 256
 	// DefaultReadConns is the size of the read pool.
 	DefaultReadConns = 4
 )
 
-// pageSize is the page size of a new database. A delivery body of 25 KB
-// fits in two pages instead of seven, so each commit writes fewer WAL
-// frames (two write calls each).
-const pageSize = 32768
+// pageSize is the page size of a new database: SQLite's default, which
+// measured no slower for 25 KB bodies than larger pages (fewer WAL frames,
+// but larger statement-journal copies).
+const pageSize = 4096
+
+// writerCacheKiB is the writer connection's page cache: room for a full
+// batch of deliveries without spilling mid-transaction. Much larger
+// measured slower (fresh page allocations instead of reuse).
+const writerCacheKiB = 8 << 10
 
 // Synchronous is SQLite's PRAGMA synchronous level for the writer.
 type Synchronous string
@@ -76,6 +84,8 @@ type Options struct {
 	RetryCap    time.Duration
 	MaxBatch    int
 	ReadConns   int
+	// CheckpointInterval defaults to DefaultCheckpointInterval.
+	CheckpointInterval time.Duration
 	// MaxBytes caps the database file (0: no cap beyond the disk). When a
 	// write would pass it, the write fails as if the disk were full, and
 	// intake answers 503, so a delivery flood cannot fill the volume.
@@ -109,6 +119,9 @@ func (o Options) withDefaults() Options {
 	if o.ReadConns <= 0 {
 		o.ReadConns = DefaultReadConns
 	}
+	if o.CheckpointInterval <= 0 {
+		o.CheckpointInterval = DefaultCheckpointInterval
+	}
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -123,6 +136,7 @@ func (o Options) withDefaults() Options {
 type DB struct {
 	w      *sql.DB // one connection, BEGIN IMMEDIATE
 	r      *sql.DB // query-only pool
+	ck     *sql.DB // one connection for WAL checkpoints
 	log    *slog.Logger
 	opts   Options
 	stmts  intakeStmts
@@ -159,21 +173,28 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	if err := migrate(ctx, w, opts.Now, logger); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
 	}
-	r, err := sql.Open("sqlite", dsn(path, opts, true))
+	ck, err := sql.Open("sqlite", dsn(path, opts, false))
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
+	}
+	ck.SetMaxOpenConns(1)
+	r, err := sql.Open("sqlite", dsn(path, opts, true))
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), ck.Close(), w.Close())
 	}
 	r.SetMaxOpenConns(opts.ReadConns)
 	r.SetMaxIdleConns(opts.ReadConns)
 	if err := r.PingContext(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", path, err), r.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", path, err), r.Close(), ck.Close(), w.Close())
 	}
-	d := &DB{w: w, r: r, log: logger, opts: opts, reqs: make(chan *intakeReq), quit: make(chan struct{})}
+	d := &DB{w: w, r: r, ck: ck, log: logger, opts: opts, reqs: make(chan *intakeReq), quit: make(chan struct{})}
 	if err := d.stmts.prepare(ctx, w); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), ck.Close(), w.Close())
 	}
-	d.wg.Add(1)
-	go d.writer(context.WithoutCancel(ctx))
+	life := context.WithoutCancel(ctx)
+	d.wg.Add(2)
+	go d.writer(life)
+	go d.checkpointer(life)
 	return d, nil
 }
 
@@ -189,12 +210,19 @@ func dsn(path string, o Options, readOnly bool) string {
 	q.Set("_journal_mode", "WAL")
 	q.Add("_pragma", "foreign_keys(1)")
 	q.Add("_pragma", "synchronous("+string(o.Synchronous)+")")
+	// The checkpointer goroutine copies the WAL into the database off the
+	// commit path; commits never checkpoint themselves.
+	q.Add("_pragma", "wal_autocheckpoint(0)")
 	if o.MaxBytes > 0 {
 		q.Add("_pragma", "max_page_count("+strconv.FormatInt(max(o.MaxBytes/pageSize, 1), 10)+")")
 	}
 	if readOnly {
 		q.Add("_pragma", "query_only(1)")
 	} else {
+		q.Add("_pragma", "cache_size(-"+strconv.Itoa(writerCacheKiB)+")")
+		// Statement journals in memory: a file-backed one costs a write
+		// call per page it saves.
+		q.Add("_pragma", "temp_store(MEMORY)")
 		q.Set("_txlock", "immediate")
 	}
 	return path + "?" + q.Encode()
@@ -219,7 +247,7 @@ func (d *DB) Close() error {
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		err = errors.Join(d.stmts.close(), d.r.Close(), d.w.Close())
+		err = errors.Join(d.stmts.close(), d.r.Close(), d.ck.Close(), d.w.Close())
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}
@@ -244,3 +272,33 @@ func fromMs(v int64) time.Time {
 }
 
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
+
+// checkpointer copies committed WAL frames into the database file every
+// CheckpointInterval, on its own connection, so commits (and the
+// webhook answers waiting on them) never pay for it. A last checkpoint runs
+// at Close.
+func (d *DB) checkpointer(ctx context.Context) {
+	defer d.wg.Done()
+	t := time.NewTicker(d.opts.CheckpointInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			d.checkpoint(ctx, "PASSIVE")
+		case <-d.quit:
+			d.checkpoint(ctx, "TRUNCATE")
+			return
+		}
+	}
+}
+
+func (d *DB) checkpoint(ctx context.Context, mode string) {
+	var busy, logFrames, done int
+	if err := d.ck.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &logFrames, &done); err != nil {
+		d.log.Error("wal checkpoint failed", "mode", mode, "err", err)
+		return
+	}
+	if busy != 0 && mode != "PASSIVE" {
+		d.log.Warn("wal checkpoint incomplete", "mode", mode, "wal_frames", logFrames, "checkpointed", done)
+	}
+}

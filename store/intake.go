@@ -30,9 +30,9 @@ type intakeRes struct {
 // nil error never acknowledges a delivery that is not on disk.
 //
 // A delivery id that is already stored is a Duplicate: nothing is written.
-// Concurrent calls are group-committed: they share one transaction, and
-// each call's writes sit in their own savepoint, so one bad delivery fails
-// alone.
+// Concurrent calls are group-committed: they share one transaction. When
+// one delivery fails inside it, the batch is rolled back and each delivery
+// is committed alone, so the bad one fails alone.
 func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
 	if err := checkDelivery(del, job); err != nil {
 		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, err)
@@ -109,15 +109,37 @@ func (d *DB) writer(ctx context.Context) {
 func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	results := make([]intakeRes, len(batch))
 	err := d.runBatch(ctx, batch, results)
+	var bad *itemError
+	if errors.As(err, &bad) && len(batch) > 1 {
+		// One delivery failed and took the shared transaction with it:
+		// commit each alone, so only the bad one fails.
+		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", batch[bad.i].d.ID, "err", bad.err)
+		for i, r := range batch {
+			if err := d.runBatch(ctx, batch[i:i+1], results[i:i+1]); err != nil {
+				results[i] = intakeRes{err: err}
+			}
+			r.done <- results[i]
+		}
+		return
+	}
 	for i, r := range batch {
 		if err != nil {
-			r.done <- intakeRes{err: err}
-			continue
+			results[i] = intakeRes{err: err}
 		}
 		r.done <- results[i]
 	}
 }
 
+// itemError is one delivery's failure inside a batch.
+type itemError struct {
+	i   int
+	err error
+}
+
+func (e *itemError) Error() string { return e.err.Error() }
+func (e *itemError) Unwrap() error { return e.err }
+
+// runBatch records a batch in one transaction: all or nothing.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
 	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -129,33 +151,12 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 		}
 	}()
 	st := d.stmts.in(ctx, tx)
-	// Each delivery of a shared batch sits in its own savepoint, so one
-	// that fails rolls back alone; a lone delivery needs none.
-	alone := len(batch) == 1
 	for i, r := range batch {
-		if !alone {
-			if _, err := st.savepoint.ExecContext(ctx); err != nil {
-				return fmt.Errorf("savepoint: %w", err)
-			}
-		}
 		res, err := d.recordTx(ctx, st, r.d, r.job)
 		if err != nil {
-			d.log.Error("record delivery failed", "delivery_id", r.d.ID, "err", err)
-			if alone {
-				return err
-			}
-			results[i] = intakeRes{err: err}
-			if _, err := st.rollbackTo.ExecContext(ctx); err != nil {
-				return fmt.Errorf("rollback to savepoint: %w", err)
-			}
-		} else {
-			results[i] = intakeRes{res: res}
+			return &itemError{i: i, err: err} // the caller logs it, once
 		}
-		if !alone {
-			if _, err := st.release.ExecContext(ctx); err != nil {
-				return fmt.Errorf("release savepoint: %w", err)
-			}
-		}
+		results[i] = intakeRes{res: res}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -291,7 +292,6 @@ const (
 
 type intakeStmts struct {
 	selDelivery, newerHead, upsertJob, supersede, cancel, insDelivery *sql.Stmt
-	savepoint, rollbackTo, release                                    *sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -307,9 +307,6 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, sqlCancel},
 		{&s.insDelivery, sqlInsDelivery},
-		{&s.savepoint, `SAVEPOINT delivery`},
-		{&s.rollbackTo, `ROLLBACK TO delivery`},
-		{&s.release, `RELEASE delivery`},
 	} {
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -329,16 +326,12 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		supersede:   tx.StmtContext(ctx, s.supersede),
 		cancel:      tx.StmtContext(ctx, s.cancel),
 		insDelivery: tx.StmtContext(ctx, s.insDelivery),
-		savepoint:   tx.StmtContext(ctx, s.savepoint),
-		rollbackTo:  tx.StmtContext(ctx, s.rollbackTo),
-		release:     tx.StmtContext(ctx, s.release),
 	}
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.selDelivery, s.newerHead, s.upsertJob, s.supersede, s.cancel, s.insDelivery,
-		s.savepoint, s.rollbackTo, s.release} {
+	for _, st := range []*sql.Stmt{s.selDelivery, s.newerHead, s.upsertJob, s.supersede, s.cancel, s.insDelivery} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

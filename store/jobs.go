@@ -68,6 +68,27 @@ type JobStatus struct {
 	UpdatedAt     time.Time
 }
 
+// The claim statements. Each reads only the partial indexes of unfinished
+// jobs (TestQueryPlans holds them to it).
+const (
+	sqlDue = `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?1)
+		OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)`
+	sqlDeadLeases = `UPDATE jobs SET state = 'dead',
+			last_error = 'lease of ' || COALESCE(lease_owner, '?') || ' expired on attempt ' || attempts || ' of ' || ?2,
+			lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
+		WHERE state = 'running' AND lease_expires_at <= ?1 AND attempts >= ?2`
+	sqlRescue = `UPDATE jobs SET state = 'queued', next_attempt_at = ?1,
+			last_error = 'lease of ' || COALESCE(lease_owner, '?') || ' expired on attempt ' || attempts,
+			lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
+		WHERE state = 'running' AND lease_expires_at <= ?1`
+	sqlClaim = `UPDATE jobs SET state = 'running', attempts = attempts + 1,
+			lease_gen = lease_gen + 1, lease_owner = ?1, lease_expires_at = ?2, updated_at = ?3
+		WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?3
+			ORDER BY next_attempt_at, id LIMIT 1)
+		RETURNING id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id, trigger_action,
+			attempts, last_error, created_at, lease_gen`
+)
+
 // Claim leases the next job that is due, or reports false when none is.
 // Before choosing, it rescues jobs whose lease expired (their worker died):
 // they are queued again at once, or end dead when they used their last
@@ -80,8 +101,7 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 	now := d.nowMs()
 	// A read first, so idle workers polling do not take the write lock.
 	var due bool
-	if err := d.r.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?1)
-		OR EXISTS (SELECT 1 FROM jobs WHERE state = 'running' AND lease_expires_at <= ?1)`, now).Scan(&due); err != nil {
+	if err := d.r.QueryRowContext(ctx, sqlDue, now).Scan(&due); err != nil {
 		return Job{}, false, fmt.Errorf("claim job: %w", err)
 	}
 	if !due {
@@ -90,28 +110,15 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 	var job Job
 	var found bool
 	err := d.writeTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'dead',
-				last_error = 'lease of ' || COALESCE(lease_owner, '?') || ' expired on attempt ' || attempts || ' of ' || ?2,
-				lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
-			WHERE state = 'running' AND lease_expires_at <= ?1 AND attempts >= ?2`, now, d.opts.MaxAttempts); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlDeadLeases, now, d.opts.MaxAttempts); err != nil {
 			return fmt.Errorf("end dead leases: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE jobs SET state = 'queued', next_attempt_at = ?1,
-				last_error = 'lease of ' || COALESCE(lease_owner, '?') || ' expired on attempt ' || attempts,
-				lease_owner = NULL, lease_expires_at = NULL, updated_at = ?1
-			WHERE state = 'running' AND lease_expires_at <= ?1`, now); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlRescue, now); err != nil {
 			return fmt.Errorf("rescue expired leases: %w", err)
 		}
 		var inst sql.NullInt64
 		var created int64
-		err := tx.QueryRowContext(ctx, `UPDATE jobs SET state = 'running', attempts = attempts + 1,
-				lease_gen = lease_gen + 1, lease_owner = ?1, lease_expires_at = ?2, updated_at = ?3
-			WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?3
-				ORDER BY next_attempt_at, id LIMIT 1)
-			RETURNING id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id, trigger_action,
-				attempts, last_error, created_at, lease_gen`,
-			owner, now+ttl.Milliseconds(), now,
-		).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
+		err := tx.QueryRowContext(ctx, sqlClaim, owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
 			&job.Trigger, &job.Attempts, &job.LastError, &created, &job.Lease.Gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil

@@ -164,3 +164,58 @@ func TestOpenSetsPragmas(t *testing.T) {
 		t.Fatal("foreign key not enforced")
 	}
 }
+
+// TestQueryPlans: the hot statements search an index, never the whole
+// jobs table, whose rows are mostly finished jobs.
+func TestQueryPlans(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "q.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for _, tt := range []struct {
+		name  string
+		q     string
+		index []string
+	}{
+		{"due", sqlDue, []string{"jobs_ready", "jobs_lease"}},
+		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
+		{"rescue", sqlRescue, []string{"jobs_lease"}},
+		{"claim", sqlClaim, []string{"jobs_ready"}},
+		{"newer head", sqlNewerHead, []string{"jobs_pr_updated"}},
+		{"supersede", sqlSupersede, []string{"jobs_pr"}},
+		{"cancel", sqlCancel, []string{"jobs_installation"}},
+		{"delivery", sqlSelDelivery, []string{"sqlite_autoindex_deliveries_1"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			n := strings.Count(tt.q, "?")
+			args := make([]any, 0, n)
+			for range n {
+				args = append(args, 1)
+			}
+			rows, err := db.w.Query("EXPLAIN QUERY PLAN "+tt.q, args...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rows.Close()
+			var plan []string
+			for rows.Next() {
+				var id, parent, unused int
+				var detail string
+				if err := rows.Scan(&id, &parent, &unused, &detail); err != nil {
+					t.Fatal(err)
+				}
+				plan = append(plan, detail)
+			}
+			all := strings.Join(plan, "\n")
+			if strings.Contains(all, "SCAN jobs") {
+				t.Fatalf("full scan of jobs:\n%s", all)
+			}
+			for _, ix := range tt.index {
+				if !strings.Contains(all, ix) {
+					t.Fatalf("plan does not use %s:\n%s", ix, all)
+				}
+			}
+		})
+	}
+}

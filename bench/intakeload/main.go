@@ -41,6 +41,9 @@ const (
 	DefaultMaxRequests = 100_000
 	DefaultWarmup      = 300
 	DefaultSize        = 25 << 10
+	// The target: twice Probot's 2.3k req/s at concurrency 64.
+	TargetConcurrency = 64
+	TargetRate        = 4600
 )
 
 func main() {
@@ -156,6 +159,8 @@ func run() error {
 		len(tmpl.body), filepath.Base(cfg.payload), cfg.sync, cfg.duration, cfg.maxRequests)
 	fmt.Printf("%5s | %12s %10s | %12s %10s | %6s | %s\n", "c", "bare req/s", "bare p99", "gilf req/s", "gilf p99", "ratio", "durable")
 	var seq atomic.Int64
+	var last *result
+	var lastRatio float64
 	for _, c := range cfg.levels {
 		gen := &generator{tmpl: tmpl, secret: secret, seq: &seq}
 		gen.load(ctx, bareURL, c, 0, cfg.warmup)
@@ -179,6 +184,18 @@ func run() error {
 		}
 		fmt.Printf("%5d | %12.0f %10s | %12.0f %10s | %5.2fx | %s\n", c, b.rate(), ms(b.p(0.99)), g.rate(), ms(g.p(0.99)),
 			g.rate()/b.rate(), durable)
+		if c == TargetConcurrency {
+			last = &g
+			lastRatio = g.rate() / b.rate()
+		}
+	}
+	if last != nil {
+		verdict := "met"
+		if last.rate() < TargetRate {
+			verdict = "NOT met"
+		}
+		fmt.Printf("target at c=%d: >= %d req/s (2x Probot's 2.3k), every one durable: %s (%.0f req/s); aim: >= 0.5x bare (%.2fx)\n",
+			TargetConcurrency, TargetRate, verdict, last.rate(), lastRatio)
 	}
 	return nil
 }

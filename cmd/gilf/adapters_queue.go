@@ -94,7 +94,9 @@ func (q *storeQueue) release(c review.Claim) {
 	}
 }
 
-// Heartbeat extends the lease; a lost lease ends the claim here.
+// Heartbeat extends the lease. Any error ends the claim in this process:
+// the worker abandons the job, and the store hands it to another worker
+// once the lease expires.
 func (q *storeQueue) Heartbeat(ctx context.Context, c review.Claim, ttl time.Duration) error {
 	l, err := q.lease(c)
 	if err != nil {
@@ -102,11 +104,13 @@ func (q *storeQueue) Heartbeat(ctx context.Context, c review.Claim, ttl time.Dur
 	}
 	l.TTL = ttl
 	nl, err := q.db.Heartbeat(ctx, l)
-	if errors.Is(err, store.ErrLeaseLost) {
-		q.release(c)
-		q.metrics.finished.WithLabelValues("lease_lost").Inc()
-	}
 	if err != nil {
+		q.release(c)
+		result := "store_error"
+		if errors.Is(err, store.ErrLeaseLost) {
+			result = "lease_lost"
+		}
+		q.metrics.finished.WithLabelValues(result).Inc()
 		return err
 	}
 	q.mu.Lock()
@@ -207,16 +211,23 @@ func retryCause(err error) error {
 	return err
 }
 
-// runRecord is what the store keeps of a pipeline result. Without the
-// costs hook (not wired yet) a run's primary span has an unknown cost:
-// the time the executor was held is known, its price is not.
+// runRecord is what the store keeps of a pipeline result: the record,
+// the cost spans and evidence of the post-run stages, and the shadow
+// lane's telemetry.
 func runRecord(res review.Result) store.RunRecord {
-	rec := res.Record
-	run := store.RunRecord{Record: rec}
-	if rec.Executor != "" && !rec.Started.IsZero() && !rec.Finished.IsZero() {
-		run.Spans = append(run.Spans, store.CostSpan{
-			Lane: store.LanePrimary, Executor: rec.Executor, Started: rec.Started, Finished: rec.Finished,
-			Method: costs.MethodWallClock,
+	run := store.RunRecord{Record: res.Record}
+	for _, s := range res.Spans {
+		run.Spans = append(run.Spans, costSpan(s))
+	}
+	for _, a := range res.Artifacts {
+		run.Artifacts = append(run.Artifacts, store.Artifact{
+			Key: a.Ref.Key, Kind: string(a.Kind), Bytes: int64(a.BodyBytes), SHA256: a.BodySHA256,
+			Status: store.ArtifactPersisted, URL: a.Ref.URL,
+		})
+	}
+	for _, f := range res.UploadFailures {
+		run.Artifacts = append(run.Artifacts, store.Artifact{
+			Key: f.Key, Kind: string(f.Kind), Status: store.ArtifactFailed, Err: f.Reason,
 		})
 	}
 	if res.Shadow == nil {
@@ -235,11 +246,11 @@ func runRecord(res review.Result) store.RunRecord {
 		if tel.Status == executors.ShadowOK {
 			sh.Outcome = shadowOutcome(tel.Steps)
 		}
-		if !tel.ShadowStarted.IsZero() && !tel.ShadowFinished.IsZero() && tel.Shadow != "" {
-			run.Spans = append(run.Spans, store.CostSpan{
-				Lane: store.LaneShadow, Executor: tel.Shadow, Started: tel.ShadowStarted, Finished: tel.ShadowFinished,
-				Method: costs.MethodWallClock,
-			})
+	}
+	for _, s := range res.Spans {
+		if s.Lane == costs.LaneShadow && s.USD != nil {
+			usd := *s.USD
+			sh.USD = &usd
 		}
 	}
 	if sh.Err == "" && res.Shadow.Status != string(executors.ShadowOK) {
@@ -247,6 +258,22 @@ func runRecord(res review.Result) store.RunRecord {
 	}
 	run.Shadow = sh
 	return run
+}
+
+// costSpan converts a priced span; unknown inputs and costs stay nil,
+// never zero.
+func costSpan(s costs.Span) store.CostSpan {
+	out := store.CostSpan{Lane: store.Lane(s.Lane), Executor: s.Executor, Started: s.Started, Finished: s.Finished,
+		USD: s.USD, Method: s.Method}
+	if s.VCPU > 0 {
+		v := s.VCPU
+		out.VCPU = &v
+	}
+	if s.MemoryGiB > 0 {
+		v := s.MemoryGiB
+		out.MemoryGiB = &v
+	}
+	return out
 }
 
 // shadowOutcome summarises the shadow's own step statuses: failed when

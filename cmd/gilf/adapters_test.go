@@ -15,6 +15,8 @@ import (
 	"github.com/google/go-cmp/cmp"
 	gh "github.com/google/go-github/v84/github"
 
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
@@ -29,7 +31,7 @@ type clock struct{ now time.Time }
 
 func (c *clock) Now() time.Time { return c.now }
 
-func newTestStore(t *testing.T, c *clock) *store.DB {
+func newTestStore(t testing.TB, c *clock) *store.DB {
 	t.Helper()
 	opts := store.Options{Jitter: func() float64 { return 0 }}
 	if c != nil {
@@ -109,7 +111,8 @@ func TestServeQueueLifecycle(t *testing.T) {
 		Outcome: validation.OutcomeFailed, Executor: "local", Started: started, Finished: started.Add(3 * time.Second),
 		Steps:    []validation.StepResult{{Name: "test", Status: validation.StatusFailed}},
 		Findings: []validation.Finding{{Severity: "high", Step: "test", Title: "npm run test failed"}},
-	}}
+	}, Spans: []costs.Span{{Lane: costs.LanePrimary, Executor: "local", Started: started, Finished: started.Add(3 * time.Second),
+		Method: costs.MethodWallClock}}}
 	if err := q.Complete(t.Context(), cl, res); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
@@ -206,36 +209,52 @@ func TestServeQueueRetry(t *testing.T) {
 	}
 }
 
-func TestServeRunRecordShadow(t *testing.T) {
+func TestServeRunRecord(t *testing.T) {
 	t0 := time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)
+	usd := 0.0042
 	tel := executors.Telemetry{
-		Requested: "selfhost", Shadow: "self-host", Primary: "local", Status: executors.ShadowOK,
+		Requested: "e2b", Shadow: "managed-e2b", Primary: "local", Status: executors.ShadowOK,
 		Steps: []executors.StepAgreement{
 			{Name: "install", Primary: validation.StatusPassed, Shadow: validation.StatusPassed, Agree: true},
 			{Name: "test", Primary: validation.StatusPassed, Shadow: validation.StatusFailed},
 		},
 		ShadowWall: 4 * time.Second, ShadowStarted: t0, ShadowFinished: t0.Add(4 * time.Second),
 	}
-	run := runRecord(review.Result{
+	res := review.Result{
 		Record: validation.Record{Outcome: validation.OutcomePassed, Executor: "local", Started: t0, Finished: t0.Add(2 * time.Second)},
-		Shadow: &review.ShadowReport{Executor: "self-host", Status: string(executors.ShadowOK), Data: tel},
-	})
-	wantShadow := &store.ShadowTelemetry{
-		Executor: "self-host", Outcome: validation.OutcomeFailed, Wall: 4 * time.Second,
-		Steps: []store.StepAgreement{
-			{Step: "install", Primary: validation.StatusPassed, Shadow: validation.StatusPassed, Agree: true},
-			{Step: "test", Primary: validation.StatusPassed, Shadow: validation.StatusFailed},
+		Shadow: &review.ShadowReport{Executor: "managed-e2b", Status: string(executors.ShadowOK), Data: tel},
+		Spans: []costs.Span{
+			{Lane: costs.LanePrimary, Executor: "local", Started: t0, Finished: t0.Add(2 * time.Second), Method: costs.MethodWallClock},
+			{Lane: costs.LaneShadow, Executor: "managed-e2b", Started: t0, Finished: t0.Add(4 * time.Second), VCPU: 2, MemoryGiB: 0.5,
+				USD: &usd, Method: costs.MethodWallClock},
+		},
+		Artifacts: []evidence.Stored{{Kind: evidence.KindTestOutput, Step: "test", Name: "test.log", BodyBytes: 120, BodySHA256: "ab",
+			Ref: validation.EvidenceRef{Kind: "test-output", Key: "review-artifacts/o%2Fr/sha/evidence/job-1/test-output/test.log"}}},
+		UploadFailures: []evidence.UploadFailure{{Kind: evidence.KindLog, Name: "run.log", Key: "k", Reason: "503 Slow Down"}},
+	}
+	got := runRecord(res)
+	two, half := 2.0, 0.5
+	want := store.RunRecord{
+		Record: res.Record,
+		Spans: []store.CostSpan{
+			{Lane: store.LanePrimary, Executor: "local", Started: t0, Finished: t0.Add(2 * time.Second), Method: costs.MethodWallClock},
+			{Lane: store.LaneShadow, Executor: "managed-e2b", Started: t0, Finished: t0.Add(4 * time.Second), VCPU: &two, MemoryGiB: &half,
+				USD: &usd, Method: costs.MethodWallClock},
+		},
+		Artifacts: []store.Artifact{
+			{Key: "review-artifacts/o%2Fr/sha/evidence/job-1/test-output/test.log", Kind: "test-output", Bytes: 120, SHA256: "ab", Status: store.ArtifactPersisted},
+			{Key: "k", Kind: "log", Status: store.ArtifactFailed, Err: "503 Slow Down"},
+		},
+		Shadow: &store.ShadowTelemetry{
+			Executor: "managed-e2b", Outcome: validation.OutcomeFailed, Wall: 4 * time.Second, USD: &usd,
+			Steps: []store.StepAgreement{
+				{Step: "install", Primary: validation.StatusPassed, Shadow: validation.StatusPassed, Agree: true},
+				{Step: "test", Primary: validation.StatusPassed, Shadow: validation.StatusFailed},
+			},
 		},
 	}
-	if diff := cmp.Diff(wantShadow, run.Shadow); diff != "" {
-		t.Errorf("shadow telemetry (-want +got):\n%s", diff)
-	}
-	var lanes []string
-	for _, s := range run.Spans {
-		lanes = append(lanes, fmt.Sprintf("%s %s %v usd=%v", s.Lane, s.Executor, s.Finished.Sub(s.Started), s.USD))
-	}
-	if diff := cmp.Diff([]string{"primary local 2s usd=<nil>", "shadow self-host 4s usd=<nil>"}, lanes); diff != "" {
-		t.Errorf("cost spans (-want +got):\n%s", diff)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("run record (-want +got):\n%s", diff)
 	}
 
 	timedOut := runRecord(review.Result{
@@ -243,7 +262,7 @@ func TestServeRunRecordShadow(t *testing.T) {
 		Shadow: &review.ShadowReport{Executor: "self-host", Status: string(executors.ShadowTimeout), Summary: "shadow self-host ended timeout",
 			Data: executors.Telemetry{Shadow: "self-host", Status: executors.ShadowTimeout}},
 	})
-	if timedOut.Shadow.Outcome != "" || timedOut.Shadow.Err != "shadow self-host ended timeout" || len(timedOut.Spans) != 0 {
+	if timedOut.Shadow.Outcome != "" || timedOut.Shadow.Err != "shadow self-host ended timeout" || timedOut.Shadow.USD != nil || len(timedOut.Spans) != 0 {
 		t.Errorf("timed-out shadow of a gap: %+v, spans %v", timedOut.Shadow, timedOut.Spans)
 	}
 }

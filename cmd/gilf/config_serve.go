@@ -49,6 +49,8 @@ type ServeConfig struct {
 	Shadow       ShadowConfig
 	SelfHost     SelfHostConfig
 	Crabbox      CrabboxConfig
+	E2B          E2BConfig
+	CFSandbox    CFSandboxConfig
 }
 
 // GitHubConfig is the GitHub App: its id and key, its webhook secret and
@@ -83,6 +85,33 @@ type CrabboxConfig struct {
 	Coordinator string // GILF_CRABBOX_COORDINATOR
 	Token       Secret // GILF_CRABBOX_TOKEN
 }
+
+// E2BConfig is the managed-e2b executor (SPEC §4.4).
+type E2BConfig struct {
+	APIKey   Secret        // E2B_API_KEY: enables the executor
+	Template string        // GILF_E2B_TEMPLATE
+	Timeout  time.Duration // GILF_E2B_TIMEOUT_MS: the sandbox's lifetime cap
+	APIURL   string        // GILF_E2B_API_URL
+	EnvdURL  string        // GILF_E2B_ENVD_URL
+	CPU      int           // GILF_E2B_CPU
+	MemoryMB int           // GILF_E2B_MEMORY_MB
+	AllowOut []string      // GILF_E2B_ALLOW_OUT: hosts the install step may reach
+}
+
+// Configured reports whether managed-e2b has its API key.
+func (c E2BConfig) Configured() bool { return c.APIKey.IsSet() }
+
+// CFSandboxConfig is the managed-cf-sandbox executor (SPEC §4.5).
+type CFSandboxConfig struct {
+	Enabled bool          // GILF_CF_SANDBOX_ENABLED=1
+	URL     string        // GILF_CF_SANDBOX_URL: the bridge Worker
+	Token   Secret        // GILF_CF_SANDBOX_TOKEN
+	Timeout time.Duration // GILF_CF_SANDBOX_TIMEOUT_MS
+}
+
+// Configured reports whether managed-cf-sandbox is enabled with its URL
+// and token.
+func (c CFSandboxConfig) Configured() bool { return c.Enabled && c.URL != "" && c.Token.IsSet() }
 
 // Configured reports whether crabbox has what it needs to run.
 func (c CrabboxConfig) Configured() bool { return c.Bin != "" && c.Coordinator != "" }
@@ -165,7 +194,68 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 	if (c.Bin != "" || c.Coordinator != "" || c.Token.IsSet()) && !c.Configured() {
 		errs = append(errs, errors.New("crabbox is half configured: GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR must be set together (GILF_CRABBOX_TOKEN is optional)"))
 	}
+	s.E2B, errs = loadE2B(getenv, errs)
+	s.CFSandbox, errs = loadCFSandbox(getenv, errs)
 	return s, errs
+}
+
+// MaxE2BCPU and MaxE2BMemoryMB bound GILF_E2B_CPU and GILF_E2B_MEMORY_MB
+// against typos.
+const (
+	MaxE2BCPU      = 64
+	MaxE2BMemoryMB = 256 << 10
+)
+
+func loadE2B(getenv func(string) string, errs []error) (E2BConfig, []error) {
+	c := E2BConfig{
+		APIKey:   NewSecret(strings.TrimSpace(getenv("E2B_API_KEY"))),
+		Template: strings.TrimSpace(getenv("GILF_E2B_TEMPLATE")),
+		APIURL:   strings.TrimSpace(getenv("GILF_E2B_API_URL")),
+		EnvdURL:  strings.TrimSpace(getenv("GILF_E2B_ENVD_URL")),
+	}
+	// Unset stays nil: the executor then allows its package manager's
+	// default registries (an empty list would allow none).
+	if hosts := strings.FieldsFunc(getenv("GILF_E2B_ALLOW_OUT"), func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }); len(hosts) > 0 {
+		c.AllowOut = hosts
+	}
+	errs = millisOr(getenv, "GILF_E2B_TIMEOUT_MS", &c.Timeout, errs)
+	for _, n := range []struct {
+		name string
+		v    *int
+		max  int
+	}{{"GILF_E2B_CPU", &c.CPU, MaxE2BCPU}, {"GILF_E2B_MEMORY_MB", &c.MemoryMB, MaxE2BMemoryMB}} {
+		v := strings.TrimSpace(getenv(n.name))
+		if v == "" {
+			continue
+		}
+		i, err := strconv.Atoi(v)
+		if err != nil || i < 1 || i > n.max {
+			errs = append(errs, fmt.Errorf("%s=%q: want a number from 1 to %d", n.name, v, n.max))
+			continue
+		}
+		*n.v = i
+	}
+	others := c.Template != "" || c.APIURL != "" || c.EnvdURL != "" || len(c.AllowOut) > 0 || c.Timeout > 0 || c.CPU > 0 || c.MemoryMB > 0
+	if others && !c.Configured() {
+		errs = append(errs, errors.New("managed-e2b is half configured: GILF_E2B_* settings are set but E2B_API_KEY is not"))
+	}
+	return c, errs
+}
+
+func loadCFSandbox(getenv func(string) string, errs []error) (CFSandboxConfig, []error) {
+	c := CFSandboxConfig{
+		URL:   strings.TrimSpace(getenv("GILF_CF_SANDBOX_URL")),
+		Token: NewSecret(strings.TrimSpace(getenv("GILF_CF_SANDBOX_TOKEN"))),
+	}
+	var err error
+	if c.Enabled, err = flag01(getenv, "GILF_CF_SANDBOX_ENABLED"); err != nil {
+		errs = append(errs, err)
+	}
+	errs = millisOr(getenv, "GILF_CF_SANDBOX_TIMEOUT_MS", &c.Timeout, errs)
+	if c.Enabled && !c.Configured() {
+		errs = append(errs, errors.New("managed-cf-sandbox is enabled but GILF_CF_SANDBOX_URL and GILF_CF_SANDBOX_TOKEN are not both set"))
+	}
+	return c, errs
 }
 
 // millisOr sets *d from a millisecond setting when it is set.

@@ -8,6 +8,7 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,6 +58,17 @@ func TestServeConfigValues(t *testing.T) {
 		"GILF_CRABBOX_BIN":                  "/usr/local/bin/crabbox",
 		"GILF_CRABBOX_COORDINATOR":          "https://crabbox.example.com",
 		"GILF_CRABBOX_TOKEN":                "cbx-token",
+		"E2B_API_KEY":                       "e2b-key",
+		"GILF_E2B_TEMPLATE":                 "gilf-node20",
+		"GILF_E2B_TIMEOUT_MS":               "1800000",
+		"GILF_E2B_API_URL":                  "https://api.e2b.example",
+		"GILF_E2B_CPU":                      "64",
+		"GILF_E2B_MEMORY_MB":                "1",
+		"GILF_E2B_ALLOW_OUT":                "registry.npmjs.org, 10.0.0.0/8",
+		"GILF_CF_SANDBOX_ENABLED":           "1",
+		"GILF_CF_SANDBOX_URL":               "https://bridge.example.workers.dev",
+		"GILF_CF_SANDBOX_TOKEN":             "cf-token",
+		"GILF_CF_SANDBOX_TIMEOUT_MS":        "600000",
 	}), nil)
 	if len(errs) != 0 {
 		t.Fatalf("loadServe: %v", errs)
@@ -71,13 +83,16 @@ func TestServeConfigValues(t *testing.T) {
 		Shadow:       ShadowConfig{Executor: "selfhost", Timeout: MaxTimeout},
 		SelfHost:     SelfHostConfig{Command: "/usr/local/bin/run-sandbox --pool ci", Network: validation.NetworkFull, Timeout: time.Minute},
 		Crabbox:      CrabboxConfig{Bin: "/usr/local/bin/crabbox", Coordinator: "https://crabbox.example.com", Token: NewSecret("cbx-token")},
+		E2B: E2BConfig{APIKey: NewSecret("e2b-key"), Template: "gilf-node20", Timeout: 30 * time.Minute, APIURL: "https://api.e2b.example",
+			CPU: MaxE2BCPU, MemoryMB: 1, AllowOut: []string{"registry.npmjs.org", "10.0.0.0/8"}},
+		CFSandbox: CFSandboxConfig{Enabled: true, URL: "https://bridge.example.workers.dev", Token: NewSecret("cf-token"), Timeout: 10 * time.Minute},
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{})); diff != "" {
 		t.Errorf("values (-want +got):\n%s", diff)
 	}
 	// Secrets never print.
 	for _, s := range []string{fmt.Sprintf("%v", got), fmt.Sprintf("%+v", got), fmt.Sprintf("%#v", got)} {
-		if strings.Contains(s, "s3cret") || strings.Contains(s, "cbx-token") {
+		if strings.Contains(s, "s3cret") || strings.Contains(s, "cbx-token") || strings.Contains(s, "e2b-key") || strings.Contains(s, "cf-token") {
 			t.Errorf("a secret was printed: %s", s)
 		}
 	}
@@ -111,6 +126,14 @@ func TestServeConfigErrors(t *testing.T) {
 		{"key twice", map[string]string{"GILF_GITHUB_PRIVATE_KEY": "x", "GILF_GITHUB_PRIVATE_KEY_PATH": "/k.pem"}, []string{"both set"}},
 		{"crabbox without coordinator", map[string]string{"GILF_CRABBOX_BIN": "crabbox"}, []string{"GILF_CRABBOX_COORDINATOR"}},
 		{"crabbox token alone", map[string]string{"GILF_CRABBOX_TOKEN": "t"}, []string{"half configured"}},
+		{"e2b cpu zero", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_CPU": "0"}, []string{"GILF_E2B_CPU"}},
+		{"e2b cpu over the maximum", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_CPU": "65"}, []string{"GILF_E2B_CPU", "from 1 to 64"}},
+		{"e2b memory over the maximum", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_MEMORY_MB": "262145"}, []string{"GILF_E2B_MEMORY_MB"}},
+		{"e2b memory at the maximum", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_MEMORY_MB": "262144"}, nil},
+		{"e2b settings without a key", map[string]string{"GILF_E2B_TEMPLATE": "base"}, []string{"E2B_API_KEY"}},
+		{"cf sandbox enabled without url", map[string]string{"GILF_CF_SANDBOX_ENABLED": "1", "GILF_CF_SANDBOX_TOKEN": "t"}, []string{"GILF_CF_SANDBOX_URL"}},
+		{"cf sandbox enabled not 0 or 1", map[string]string{"GILF_CF_SANDBOX_ENABLED": "yes"}, []string{"GILF_CF_SANDBOX_ENABLED"}},
+		{"cf sandbox url without enabling", map[string]string{"GILF_CF_SANDBOX_URL": "https://b.example", "GILF_CF_SANDBOX_TOKEN": "t"}, nil},
 		{"every problem at once", map[string]string{"GILF_WORKERS": "0", "GILF_JOB_LEASE_MS": "5", "GILF_ADDR": "nope", "GILF_SELF_HOST_NETWORK": "x"},
 			[]string{"GILF_WORKERS", "GILF_JOB_LEASE_MS", "GILF_ADDR", "GILF_SELF_HOST_NETWORK"}},
 	}
@@ -269,4 +292,58 @@ func TestServeConfigExit(t *testing.T) {
 // serveEnvMap is a getenv over a map.
 func serveEnvMap(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
+}
+
+// TestServeExecutorSet checks the explicit executor list: each executor is
+// in it only when configured, and a configured one with a bad setting
+// stops the start.
+func TestServeExecutorSet(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		want []string
+		err  string
+	}{
+		{"nothing configured", nil, nil, ""},
+		{"local needs the opt-in", map[string]string{"GILF_VALIDATION_EXECUTOR": "local"}, nil, ""},
+		{"every executor", map[string]string{
+			"GILF_ALLOW_LOCAL_VALIDATION": "1",
+			"GILF_SELF_HOST_COMMAND":      "/opt/sandbox/run",
+			"GILF_CRABBOX_BIN":            "crabbox", "GILF_CRABBOX_COORDINATOR": "https://crabbox.example.com",
+			"E2B_API_KEY":             "k",
+			"GILF_CF_SANDBOX_ENABLED": "1", "GILF_CF_SANDBOX_URL": "https://bridge.example.workers.dev", "GILF_CF_SANDBOX_TOKEN": "t",
+		}, []string{"local", "self-host", "managed-crabbox", "managed-e2b", "managed-cf-sandbox"}, ""},
+		{"cf sandbox enabled but left out", map[string]string{"GILF_CF_SANDBOX_URL": "https://b.example", "GILF_CF_SANDBOX_TOKEN": "t"}, nil, ""},
+		{"e2b lifetime inside its margin", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_TIMEOUT_MS": "1000"}, nil, "GILF_E2B_TIMEOUT_MS"},
+		{"e2b api url not http", map[string]string{"E2B_API_KEY": "k", "GILF_E2B_API_URL": "ftp://x"}, nil, "GILF_E2B_API_URL"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := Load(serveEnvMap(tt.env))
+			if err != nil {
+				t.Fatal(err)
+			}
+			sc, errs := loadServe(serveEnvMap(tt.env), nil)
+			if len(errs) != 0 {
+				t.Fatal(errors.Join(errs...))
+			}
+			set, err := buildExecutors(cfg, sc, nil, nil, slog.New(slog.DiscardHandler))
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("buildExecutors: %v, want an error naming %s", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, e := range set {
+				got = append(got, e.Name())
+			}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("executors (-want +got):\n%s", diff)
+			}
+		})
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/store"
@@ -52,6 +53,7 @@ if (got !== 3) {
 		outcome    string
 		golden     string
 		bodyHas    []string
+		env        []string
 	}{
 		{
 			// npm's default test script is inconclusive before it runs:
@@ -62,8 +64,11 @@ if (got !== 3) {
 		},
 		{
 			name: "test script fails", tarball: failing,
+			// With evidence on (the filesystem store under the data dir),
+			// the failing step's output is stored and referenced by key.
 			conclusion: "failure", outcome: "failed", golden: "failing-test.txt",
-			bodyHas: []string{"AssertionError: expected add(1, 2) to equal 3, got 4"},
+			bodyHas: []string{"AssertionError: expected add(1, 2) to equal 3, got 4", "review-artifacts/"},
+			env:     []string{"GILF_EVIDENCE_ARTIFACTS=1"},
 		},
 	}
 	key := newAppKey(t)
@@ -71,7 +76,7 @@ if (got !== 3) {
 		t.Run(tt.name, func(t *testing.T) {
 			srv := fakeGitHub(t, key, payload, tt.tarball)
 			dataDir := t.TempDir()
-			p := startServe(t, serveEnv(t, srv, key, dataDir))
+			p := startServe(t, serveEnv(t, srv, key, dataDir, tt.env...))
 			db := openStore(t, dataDir)
 
 			guid := newGUID(t)
@@ -100,6 +105,12 @@ if (got !== 3) {
 				}
 			}
 			checkGolden(t, tt.golden, postedView(t, srv))
+			// The run's executor time is recorded; local has no rate card,
+			// so its cost is unknown, not zero.
+			days, err := db.CostsByDay(t.Context(), time.Now().Add(-time.Hour))
+			if err != nil || len(days) != 1 || days[0].Executor != "local" || days[0].Spans != 1 || days[0].USD != nil {
+				t.Errorf("cost spans by day: %+v, %v; want one local span with an unknown cost", days, err)
+			}
 			posted, ok, err := db.PostedReview(t.Context(), rep.Job)
 			if err != nil || !ok {
 				t.Fatalf("posted review of job %d: %v, %v", rep.Job, ok, err)

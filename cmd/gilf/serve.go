@@ -17,8 +17,12 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/cfsandbox"
 	"github.com/gilf-review/gilf/executors/crabbox"
+	"github.com/gilf-review/gilf/executors/e2b"
 	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/executors/selfhost"
 	"github.com/gilf-review/gilf/review"
@@ -131,6 +135,15 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if err != nil {
 		return fmt.Errorf("github client: %w", err)
 	}
+	evStore, closeEvidence, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := closeEvidence(); cerr != nil {
+			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
+		}
+	}()
 	metrics := newServeMetrics(db)
 	wake := make(chan struct{}, 1)
 	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
@@ -144,7 +157,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	}
 	worker := &review.Worker{
 		Queue:       newStoreQueue(db, log, metrics),
-		Runner:      newPipeline(cfg, sc, set, gc, db, secrets, log),
+		Runner:      newPipeline(cfg, sc, set, gc, db, evStore, secrets, log),
 		Owner:       owner,
 		Concurrency: sc.Workers,
 		Lease:       sc.JobLease,
@@ -194,7 +207,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return err
 	})
 	err = g.Wait()
-	log.Info("shutting down", "err", err)
+	log.Info("intake and workers stopped; closing the store", "err", err)
 	return err
 }
 
@@ -250,6 +263,29 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 			set = append(set, e)
 		}
 	}
+	if sc.E2B.Configured() {
+		e, err := e2b.New(e2b.Options{
+			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
+			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
+			AllowOut: sc.E2B.AllowOut, Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			set = append(set, e)
+		}
+	}
+	if sc.CFSandbox.Configured() {
+		e, err := cfsandbox.New(cfsandbox.Options{
+			Enabled: true, URL: sc.CFSandbox.URL, Token: sc.CFSandbox.Token.Reveal(), Timeout: sc.CFSandbox.Timeout,
+			Secrets: secrets, Logger: log.With("executor", executors.NameManagedCFSandbox),
+		})
+		if err != nil {
+			errs = append(errs, err)
+		} else {
+			set = append(set, e)
+		}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, fmt.Errorf("executors: %w", err)
 	}
@@ -257,10 +293,10 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 }
 
 // newPipeline wires the review pipeline: GitHub through the client, the
-// executor set, the shadow lane when configured. Evidence and cost hooks
-// are not wired yet (Hooks nil).
+// executor set, the shadow lane when configured (the managed-e2b shadow
+// behind the monthly budget guard), and the cost and evidence stages.
 func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Client, db *store.DB,
-	secrets []validation.Secret, log *slog.Logger) *review.Pipeline {
+	ev evidence.Store, secrets []validation.Secret, log *slog.Logger) *review.Pipeline {
 	worker := review.ValidationConfig{Provider: cfg.Validation.EnvProvider}
 	if !cfg.Validation.CodeChangesOnly {
 		off := false
@@ -277,11 +313,17 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		Secrets:     secrets,
 		WorkDir:     filepath.Join(cfg.DataDir, WorkDirName),
 		Drafts:      sc.ReviewDrafts,
+		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log},
 		Logger:      log,
 	}
 	if sc.Shadow.Executor != "" {
+		guard := costs.BudgetGuard{CeilingUSD: cfg.Costs.E2BBudgetUSD, Reader: db, Logger: log}
 		p.Lanes = review.ShadowLanes{Shadow: &executors.Shadow{
 			Selection: sc.Shadow.Executor, Set: set, Timeout: sc.Shadow.Timeout, Logger: log,
+			Gate: func(ctx context.Context, name string) (bool, string) {
+				d := guard.Shadow(ctx, name)
+				return !d.Withheld, d.Reason
+			},
 		}}
 	}
 	return p

@@ -252,3 +252,48 @@ func pidsWithCmdline(s string) []int {
 	}
 	return out
 }
+
+// TestServeGracefulDrain sends SIGTERM while a job's step sleeps: intake
+// stops, the running job is let finish (it is well inside the drain
+// period), its review is posted once, the store closes last and the
+// process exits 0.
+func TestServeGracefulDrain(t *testing.T) {
+	const marker = "5.3131"
+	payload := openedPayload(t)
+	top := payload.owner + "-" + payload.repo + "-" + payload.headSHA[:7]
+	slow := tarball(t, top, map[string]string{
+		"package.json":      `{"name":"drain","version":"1.0.0","scripts":{"test":"sh slow-test.sh"}}` + "\n",
+		"package-lock.json": emptyLock("drain"),
+		"slow-test.sh":      "#!/bin/sh\nsleep " + marker + "\necho drained\n",
+	})
+	key := newAppKey(t)
+	srv := fakeGitHub(t, key, payload, slow)
+	dataDir := t.TempDir()
+	p := startServe(t, serveEnv(t, srv, key, dataDir))
+	db := openStore(t, dataDir)
+	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
+	if code != 202 || rep.Job == 0 {
+		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)
+	}
+	for deadline := time.Now().Add(serveJobBound); !hasCmdline(descendants(p.cmd.Process.Pid), "sleep "+marker); {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sleeping step never started:\n%s", p.stderr.String())
+		}
+		time.Sleep(servePoll)
+	}
+	if err := p.stop(t, syscall.SIGTERM); err != nil {
+		t.Fatalf("gilf serve exited with %v after SIGTERM during a job, want 0:\n%s", err, p.stderr.String())
+	}
+	st, err := db.JobState(t.Context(), rep.Job)
+	if err != nil || st.State != store.StateDone || st.Attempts != 1 {
+		t.Errorf("job after a graceful stop: %+v, %v; want done after 1 attempt", st, err)
+	}
+	if n := srv.Count(githubtest.CreateReview); n != 1 {
+		t.Errorf("%d review posts, want 1", n)
+	}
+	logs := p.stderr.String()
+	intake, done, closed := strings.Index(logs, `"msg":"intake stopped"`), strings.Index(logs, `"msg":"job done"`), strings.Index(logs, `"msg":"workers stopped"`)
+	if intake < 0 || done < 0 || closed < 0 || intake > done || done > closed {
+		t.Errorf("shutdown order: intake stopped at %d, job done at %d, workers stopped at %d; want them in that order:\n%s", intake, done, closed, logs)
+	}
+}

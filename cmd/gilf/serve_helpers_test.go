@@ -275,7 +275,7 @@ func signature(secret string, body []byte) string {
 }
 
 // newGUID is a fresh X-GitHub-Delivery.
-func newGUID(t *testing.T) string {
+func newGUID(t testing.TB) string {
 	t.Helper()
 	b := make([]byte, 16)
 	if _, err := rand.Read(b); err != nil {

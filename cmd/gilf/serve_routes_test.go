@@ -1,11 +1,13 @@
 package main
 
 import (
+	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/gilf-review/gilf/webhook"
 )
@@ -62,5 +64,52 @@ func TestServeRoutes(t *testing.T) {
 	code, b := httpGet(t, srv.URL, "/metrics")
 	if code != http.StatusOK || strings.Contains(b, "gilf_deliveries_stored ") || !strings.Contains(b, `gilf_webhook_deliveries_total{status="recorded"} 1`) {
 		t.Errorf("/metrics with a closed store: %d, want the process metrics without gilf_deliveries_stored:\n%s", code, b)
+	}
+}
+
+// stuckStore never answers before its context ends, like a store whose
+// disk hangs.
+type stuckStore struct{}
+
+func (stuckStore) Ping(ctx context.Context) error {
+	<-ctx.Done()
+	return ctx.Err()
+}
+
+func (stuckStore) CountDeliveries(ctx context.Context) (int, error) {
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// TestServeRoutesStuckStore checks the two store waits of the HTTP
+// surface end at their limits: /healthz answers 503 after HealthTimeout,
+// /metrics leaves out the store gauge after storeScrapeTimeout.
+func TestServeRoutesStuckStore(t *testing.T) {
+	m := newServeMetrics(stuckStore{})
+	srv := httptest.NewServer(routes(http.NotFoundHandler(), stuckStore{}, m, slog.New(slog.DiscardHandler)))
+	defer srv.Close()
+	tests := []struct {
+		path  string
+		limit time.Duration
+		code  int
+	}{
+		{"/healthz", HealthTimeout, http.StatusServiceUnavailable},
+		{"/metrics", storeScrapeTimeout, http.StatusOK},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path, func(t *testing.T) {
+			start := time.Now()
+			code, b := httpGet(t, srv.URL, tt.path)
+			took := time.Since(start)
+			if code != tt.code {
+				t.Errorf("GET %s: %d, want %d", tt.path, code, tt.code)
+			}
+			if took < tt.limit || took > tt.limit+5*time.Second {
+				t.Errorf("GET %s took %v, want just over %v", tt.path, took, tt.limit)
+			}
+			if strings.Contains(b, "gilf_deliveries_stored ") {
+				t.Errorf("GET %s reported a store gauge it could not read", tt.path)
+			}
+		})
 	}
 }

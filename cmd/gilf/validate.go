@@ -15,7 +15,6 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
-	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -156,7 +155,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	if plan.Gap != nil {
 		return review.NewRecord(review.RecordInput{Plan: plan, Notes: notes}), nil
 	}
-	set, err := executorSet(cfg, log, choice.Name)
+	set, err := executorSet(cfg, env.Getenv, env.Environ, secrets, log)
 	if err != nil {
 		return validation.Record{}, err
 	}
@@ -249,20 +248,18 @@ func choiceNote(c executors.Choice, source string) string {
 	return "executor " + name + " chosen by " + source
 }
 
-// executorSet builds the executors this process has configuration for.
-// Only the one about to be used is constructed: a broken configuration
-// of another executor does not stop gilf validate.
-func executorSet(cfg Config, log *slog.Logger, name string) (executors.Set, error) {
-	var set executors.Set
-	switch name {
-	case executors.NameLocal:
-		e, err := local.New(log, local.Options{MinTier: cfg.Validation.LocalMinTier})
-		if err != nil {
-			return nil, fmt.Errorf("local executor: %w", err)
-		}
-		set = append(set, e)
+// executorSet builds the executors this process has configuration for,
+// exactly as gilf serve does (buildExecutors), with the local executor
+// always allowed: the operator running validate on their own code is the
+// opt-in. A remote executor's settings come from the same GILF_* variables
+// serve reads; serve-only settings (GitHub App, listener) are not needed.
+func executorSet(cfg Config, getenv func(string) string, environ []string, secrets []validation.Secret, log *slog.Logger) (executors.Set, error) {
+	sc, errs := loadServe(getenv, nil)
+	if err := errors.Join(errs...); err != nil {
+		return nil, fmt.Errorf("configuration:\n%w", err)
 	}
-	return set, nil
+	cfg.Validation.AllowLocal = true
+	return buildExecutors(cfg, sc, environ, secrets, log)
 }
 
 // checkout returns the repository directory for path: the directory

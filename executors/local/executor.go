@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -269,9 +270,14 @@ func randomID() (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
+// summarize lists at most n names, quoted: they come from the checkout.
 func summarize(s []string, n int) string {
-	if len(s) <= n {
-		return strings.Join(s, ", ")
+	q := make([]string, 0, min(len(s), n))
+	for _, name := range s[:min(len(s), n)] {
+		q = append(q, strconv.Quote(name))
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(s[:n], ", "), len(s)-n)
+	if len(s) <= n {
+		return strings.Join(q, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(q, ", "), len(s)-n)
 }

@@ -440,3 +440,19 @@ func TestTierUnknownIsNotCached(t *testing.T) {
 		t.Fatalf("Run once the work root exists: %v %+v", err, res.Steps)
 	}
 }
+
+// What the workspace copy leaves out is said, quoted.
+func TestSkippedFilesNoted(t *testing.T) {
+	dir := repo(t, map[string]string{"package.json": "{}"})
+	if err := syscall.Mkfifo(filepath.Join(dir, "pipe\nname"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, Options{})
+	res := runPlan(t, e, dir, shStep("test", `test -f package.json && test ! -e "pipe
+name"`, 10*time.Second))
+	wantStatus(t, res.Steps[0], validation.StatusPassed)
+	notes := strings.Join(res.Notes, "\n")
+	if !strings.Contains(notes, `not copied into the workspace (special files or hard links): "pipe\nname"`) {
+		t.Errorf("notes:\n%s", notes)
+	}
+}

@@ -13,6 +13,10 @@ import (
 // streamReadBytes is the read buffer of the output pipe: one full pipe.
 const streamReadBytes = PipeBufferBytes
 
+// defaultPipeBytes is the kernel's default pipe buffer; a read that large
+// says the step prints fast enough for the larger buffer to matter.
+const defaultPipeBytes = 64 << 10
+
 // streamed is what was read of one step's output.
 type streamed struct {
 	validation.Output
@@ -34,8 +38,13 @@ func readStream(r *os.File, maxOutput int, maxStream int64, secrets []validation
 	var s streamed
 	var n int64
 	buf := make([]byte, streamReadBytes)
+	grown := false
 	for {
 		k, rerr := r.Read(buf)
+		if !grown && k >= defaultPipeBytes {
+			growPipe(r)
+			grown = true
+		}
 		if k > 0 && !s.over {
 			keep := int64(k)
 			if n+keep > maxStream {

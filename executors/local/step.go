@@ -90,7 +90,6 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		return res, fmt.Errorf("output pipe: %w", err)
 	}
 	defer outR.Close()
-	growPipe(outW)
 
 	cmd, handshake, err := s.command(sr, cg, outW)
 	if err != nil {
@@ -181,14 +180,11 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	if waitErr != nil && !errors.As(waitErr, &exitErr) {
 		err = errors.Join(err, fmt.Errorf("wait step %s: %w", sr.step.Name, waitErr))
 	}
-	// Everything left in the cgroup (a daemon that left the process
-	// group) dies now, so the output pipe can reach its end.
-	if cg != nil {
-		if kerr := cg.kill(context.WithoutCancel(ctx), false); kerr != nil {
-			err = errors.Join(err, fmt.Errorf("step %s cleanup: %w", sr.step.Name, kerr))
-		}
-	}
-	killGroup(pgid, nil, unix.SIGKILL)
+	// Everything left (a daemon that left the process group) is killed
+	// now, so the output pipe can reach its end; the end of the output
+	// is when the last of them died. The deferred cg.kill then finds the
+	// cgroup empty, or waits until it is.
+	killGroup(pgid, cg, unix.SIGKILL)
 	out := collect(outR, stream)
 
 	o := observation{
@@ -437,7 +433,9 @@ func killGroup(pgid int, cg *stepCgroup, sig syscall.Signal) {
 }
 
 // growPipe asks for a PipeBufferBytes pipe buffer; where the host refuses,
-// the default buffer still works, only slower.
+// the default buffer still works, only slower. The reader calls it once a
+// read fills the default buffer: most steps print little, and the larger
+// buffer costs its allocation.
 func growPipe(f *os.File) {
 	rc, err := f.SyscallConn()
 	if err != nil {

@@ -130,6 +130,16 @@ func New(opts Options) (*Executor, error) {
 		return nil, ErrNotConfigured
 	}
 	var errs []error
+	// A relative program path ("examples/selfhost/run.sh") is resolved now,
+	// against the worker's directory: the command runs in its packaging
+	// directory, where a relative path would name nothing.
+	if strings.Contains(argv[0], "/") && !filepath.IsAbs(argv[0]) {
+		abs, err := filepath.Abs(argv[0])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("self-host command %q: %w", argv[0], err))
+		}
+		argv[0] = abs
+	}
 	switch opts.Network {
 	case "":
 		opts.Network = validation.NetworkNone

@@ -93,6 +93,7 @@ type Server struct {
 	procs     map[*proc]struct{}
 	fault     Fault
 	deletes   int
+	closed    bool
 	problems  []string
 	procsDone sync.WaitGroup
 }
@@ -136,6 +137,7 @@ func New(t testing.TB, opts Options) *Server {
 // Close destroys every sandbox and stops the server.
 func (s *Server) Close() {
 	s.mu.Lock()
+	s.closed = true
 	for id := range s.live {
 		s.destroyLocked(id)
 	}
@@ -481,17 +483,20 @@ func (s *Server) start(sb *sandbox, argv []string, dir string, deadline time.Dur
 	cmd.Env = []string{"PATH=" + s.opts.Path, "HOME=" + sb.dir, "LANG=C.UTF-8"}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	startErr := cmd.Start()
+	// Started under the lock, so Close (which sets closed under it before
+	// waiting) never races a new process.
+	s.mu.Lock()
+	_, alive := s.live[sb.id]
+	startErr := errors.New("the sandbox is gone")
+	if alive && !s.closed {
+		startErr = cmd.Start()
+	}
 	closeErr := errors.Join(outW.Close(), errW.Close())
 	if startErr != nil {
+		s.mu.Unlock()
 		return nil, errors.Join(startErr, closeErr, outR.Close(), errR.Close())
 	}
 	p := &proc{pgid: cmd.Process.Pid, events: make(chan procEvent, 16)}
-	s.mu.Lock()
-	if _, alive := s.live[sb.id]; !alive {
-		p.gone.Store(true)
-		killGroup(p.pgid)
-	}
 	sb.procs[p] = struct{}{}
 	s.procs[p] = struct{}{}
 	s.procsDone.Add(1)

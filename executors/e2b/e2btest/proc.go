@@ -46,19 +46,22 @@ func (s *Server) startProc(sb *sandbox, argv []string, dir string, env []string,
 	cmd.Dir, cmd.Env = dir, env
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	startErr := cmd.Start()
+	// Started under the lock, so Close (which sets closed under it before
+	// waiting) never races a new process.
+	s.mu.Lock()
+	_, alive := s.sandboxes[sb.id]
+	startErr := errors.New("the sandbox is gone")
+	if alive && !s.closed {
+		startErr = cmd.Start()
+	}
 	// The child has its copies; the parent's write ends must close so
 	// the readers see EOF.
 	closeErr := errors.Join(outW.Close(), errW.Close())
 	if startErr != nil {
+		s.mu.Unlock()
 		return nil, errors.Join(startErr, closeErr, outR.Close(), errR.Close())
 	}
 	p := &proc{pid: cmd.Process.Pid, pgid: cmd.Process.Pid, events: make(chan procEvent, 16)}
-	s.mu.Lock()
-	if _, alive := s.sandboxes[sb.id]; !alive {
-		p.gone.Store(true)
-		killGroup(p.pgid, syscall.SIGKILL)
-	}
 	sb.procs[p.pid] = p
 	s.procs[p] = struct{}{}
 	s.procsDone.Add(1)

@@ -143,6 +143,7 @@ type Server struct {
 	fault     Fault
 	killed    int
 	expired   int
+	closed    bool
 	procsDone sync.WaitGroup
 }
 
@@ -194,6 +195,7 @@ func New(t testing.TB, opts Options) *Server {
 // Close kills every sandbox and process and stops the server.
 func (s *Server) Close() {
 	s.mu.Lock()
+	s.closed = true
 	for id := range s.sandboxes {
 		s.killLocked(id)
 	}
