@@ -16,6 +16,12 @@ type Claim struct {
 	Token int64
 }
 
+// ErrLeaseLost is what a Queue's Heartbeat returns (wrapped) once another
+// worker holds the job or it was superseded or cancelled: the job must
+// stop at once. Any other heartbeat error is taken as passing (a busy
+// store) until the lease could have expired.
+var ErrLeaseLost = errors.New("lease lost")
+
 // Queue is the durable job queue (the store).
 type Queue interface {
 	// Claim leases the next runnable job; ok is false when none is due.
@@ -127,15 +133,24 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 		defer close(hbDone)
 		t := time.NewTicker(w.lease() / 3)
 		defer t.Stop()
+		renewed := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				if err := w.Queue.Heartbeat(ctx, c, w.lease()); err != nil {
+				err := w.Queue.Heartbeat(ctx, c, w.lease())
+				switch {
+				case err == nil:
+					renewed = time.Now()
+				case errors.Is(err, ErrLeaseLost) || time.Since(renewed) >= w.lease()*2/3:
+					// Lost, or unrenewed for long enough that another
+					// worker may already have taken the job over.
 					log.Error("heartbeat failed; abandoning job", "err", err)
-					cancel(fmt.Errorf("lease lost: %w", err))
+					cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 					return
+				default:
+					log.Warn("heartbeat failed; will try again before the lease expires", "err", err)
 				}
 			}
 		}

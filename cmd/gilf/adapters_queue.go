@@ -79,7 +79,7 @@ func (q *storeQueue) lease(c review.Claim) (store.Lease, error) {
 	defer q.mu.Unlock()
 	l, ok := q.leases[leaseKey{c.Job.ID, c.Token}]
 	if !ok {
-		return l, fmt.Errorf("job %d (gen %d) is not held by this process: %w", c.Job.ID, c.Token, store.ErrLeaseLost)
+		return l, fmt.Errorf("job %d (gen %d) is not held by this process: %w: %w", c.Job.ID, c.Token, review.ErrLeaseLost, store.ErrLeaseLost)
 	}
 	return l, nil
 }
@@ -94,9 +94,10 @@ func (q *storeQueue) release(c review.Claim) {
 	}
 }
 
-// Heartbeat extends the lease. Any error ends the claim in this process:
-// the worker abandons the job, and the store hands it to another worker
-// once the lease expires.
+// Heartbeat extends the lease. A lost lease ends the claim in this
+// process (review.ErrLeaseLost): the worker abandons the job, and the store
+// hands it to another worker once the lease expires. Any other error (a
+// busy store) keeps the claim: the worker tries again while the lease holds.
 func (q *storeQueue) Heartbeat(ctx context.Context, c review.Claim, ttl time.Duration) error {
 	l, err := q.lease(c)
 	if err != nil {
@@ -104,14 +105,13 @@ func (q *storeQueue) Heartbeat(ctx context.Context, c review.Claim, ttl time.Dur
 	}
 	l.TTL = ttl
 	nl, err := q.db.Heartbeat(ctx, l)
-	if err != nil {
+	if errors.Is(err, store.ErrLeaseLost) {
 		q.release(c)
-		result := "store_error"
-		if errors.Is(err, store.ErrLeaseLost) {
-			result = "lease_lost"
-		}
-		q.metrics.finished.WithLabelValues(result).Inc()
-		return err
+		q.metrics.finished.WithLabelValues("lease_lost").Inc()
+		return fmt.Errorf("%w: %w", review.ErrLeaseLost, err)
+	}
+	if err != nil {
+		return fmt.Errorf("heartbeat job %d: %w", c.Job.ID, err)
 	}
 	q.mu.Lock()
 	if _, ok := q.leases[leaseKey{c.Job.ID, c.Token}]; ok {

@@ -234,7 +234,7 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 	var set executors.Set
 	var errs []error
 	if cfg.Validation.AllowLocal {
-		e, err := local.New(log.With("executor", executors.NameLocal), local.Options{MinTier: cfg.Validation.LocalMinTier})
+		e, err := local.New(log, local.Options{MinTier: cfg.Validation.LocalMinTier})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local executor: %w", err))
 		} else {

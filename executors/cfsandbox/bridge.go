@@ -12,6 +12,8 @@ import (
 	"regexp"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // MaxResponseBytes bounds a JSON answer of the bridge that gilf decodes.
@@ -167,11 +169,11 @@ type bridgeRunner struct {
 	cwd string
 }
 
-func (r *bridgeRunner) runStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (procEnd, error) {
+func (r *bridgeRunner) RunStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (remote.ProcEnd, error) {
 	began := time.Now()
 	end, err := r.c.exec(ctx, "run step", r.id, execRequest{Argv: []string{"sh", "-c", string(script)}, TimeoutMs: budget.Milliseconds(), Cwd: r.cwd}, out, started)
 	if err != nil {
-		return procEnd{}, err
+		return remote.ProcEnd{}, err
 	}
 	return toProcEnd(end, time.Since(began) >= budget, "run step")
 }
@@ -179,16 +181,16 @@ func (r *bridgeRunner) runStep(ctx context.Context, script []byte, budget time.D
 // toProcEnd reads an exec's end. An error event after the budget, or a
 // non-zero exit then, is the sandbox stopping the command at timeout_ms;
 // an error event before it is an infrastructure error.
-func toProcEnd(end execEnd, pastBudget bool, op string) (procEnd, error) {
+func toProcEnd(end execEnd, pastBudget bool, op string) (remote.ProcEnd, error) {
 	if end.errCode != "" {
 		if pastBudget {
-			return procEnd{code: -1, status: "stopped at timeout_ms: " + end.errMsg, timedOut: true}, nil
+			return remote.ProcEnd{Code: -1, Status: "stopped at timeout_ms: " + end.errMsg, TimedOut: true}, nil
 		}
-		return procEnd{}, &ExecError{Op: op, Code: end.errCode, Msg: end.errMsg}
+		return remote.ProcEnd{}, &ExecError{Op: op, Code: end.errCode, Msg: end.errMsg}
 	}
-	p := procEnd{exited: end.exitCode >= 0, code: end.exitCode, status: fmt.Sprintf("exit code %d", end.exitCode)}
+	p := remote.ProcEnd{Exited: end.exitCode >= 0, Code: end.exitCode, Status: fmt.Sprintf("exit code %d", end.exitCode)}
 	if end.exitCode != 0 && pastBudget {
-		p.timedOut = true
+		p.TimedOut = true
 	}
 	return p, nil
 }
@@ -196,4 +198,4 @@ func toProcEnd(end execEnd, pastBudget bool, op string) (procEnd, error) {
 // errNoKill: the bridge has no call that stops one command.
 var errNoKill = errors.New("the sandbox bridge cannot stop one command; the sandbox is destroyed at the end of the run")
 
-func (r *bridgeRunner) stopStep(context.Context) error { return errNoKill }
+func (r *bridgeRunner) StopStep(context.Context) error { return errNoKill }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -228,7 +229,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, fmt.Errorf("cf-sandbox: %w", err)
 	}
-	scripts := singleStepShells(req.Plan, nonce)
+	scripts := remote.SingleStepShells(req.Plan, nonce)
 	for i, s := range scripts {
 		if len(s) > MaxShellBytes {
 			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
@@ -238,8 +239,8 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	secrets := append(slices.Clone(req.Secrets), e.secret...)
 	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
 	if !slices.ContainsFunc(req.Plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" }) {
-		out, err := runSteps(ctx, stepPlan{plan: req.Plan, scripts: scripts, nonce: nonce, capture: capture}, nil)
-		res.Steps = out.steps
+		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
+		res.Steps = out.Steps
 		res.Notes = []string{"no step was runnable: no sandbox was created"}
 		return res, err
 	}
@@ -270,7 +271,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 	}()
 	if cerr := ctx.Err(); cerr != nil {
-		res.Steps = notRun(req.Plan, "", reasonCancelled)
+		res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
 		return res, fmt.Errorf("cf-sandbox: cancelled while the sandbox was created: %w", cerr)
 	}
 	run := "gilf-run-" + nonce[:12]
@@ -282,27 +283,27 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	platform, err := e.setup(ctx, id, arch, size, run, secrets)
 	if err != nil {
 		if ctx.Err() != nil {
-			res.Steps = notRun(req.Plan, "", reasonCancelled)
+			res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
 		}
 		return res, err
 	}
 	res.Platform = platform
 	cwd := Workspace + "/" + run + "/" + archive.PackRoot
-	out, err := runSteps(ctx, stepPlan{
-		plan:      req.Plan,
-		scripts:   scripts,
-		nonce:     nonce,
-		capture:   capture,
-		progress:  req.Progress,
-		cwd:       cwd,
-		grace:     e.opts.StepGrace,
-		stopBound: e.opts.CallTimeout,
-		deadline:  deadline,
-		lifetime:  fmt.Sprintf("the run's time (%v, %s)", e.opts.Timeout, EnvTimeout),
+	out, err := remote.RunSteps(ctx, remote.StepPlan{
+		Plan:      req.Plan,
+		Scripts:   scripts,
+		Nonce:     nonce,
+		Capture:   capture,
+		Progress:  req.Progress,
+		Cwd:       cwd,
+		Grace:     e.opts.StepGrace,
+		StopBound: e.opts.CallTimeout,
+		Deadline:  deadline,
+		Lifetime:  fmt.Sprintf("the run's time (%v, %s)", e.opts.Timeout, EnvTimeout),
 	}, &bridgeRunner{c: e.bridge, id: id, cwd: cwd})
-	res.Steps = out.steps
-	res.Notes = append(res.Notes, out.notes...)
-	res.Integrity = strings.Join(out.issues, "; ")
+	res.Steps = out.Steps
+	res.Notes = append(res.Notes, out.Notes...)
+	res.Integrity = strings.Join(out.Issues, "; ")
 	return res, err
 }
 
@@ -349,8 +350,8 @@ func (e *Executor) setup(ctx context.Context, id string, arch io.Reader, size in
 		return p, err
 	}
 	out := capture.Output()
-	if !pe.exited || pe.code != 0 {
-		return p, fmt.Errorf("cf-sandbox: prepare the checkout: the setup command ended (%s): %q", pe.status, out.Head+out.Tail)
+	if !pe.Exited || pe.Code != 0 {
+		return p, fmt.Errorf("cf-sandbox: prepare the checkout: the setup command ended (%s): %q", pe.Status, out.Head+out.Tail)
 	}
 	return parsePlatform(out.Head), nil
 }

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 func TestReadExecStream(t *testing.T) {
@@ -68,13 +70,13 @@ func TestToProcEnd(t *testing.T) {
 		name    string
 		end     execEnd
 		past    bool
-		want    procEnd
+		want    remote.ProcEnd
 		wantErr bool
 	}{
-		{name: "exit 0", end: execEnd{}, want: procEnd{exited: true, status: "exit code 0"}},
-		{name: "killed at timeout", end: execEnd{exitCode: -1}, past: true, want: procEnd{code: -1, status: "exit code -1", timedOut: true}},
-		{name: "killed early", end: execEnd{exitCode: -1}, want: procEnd{code: -1, status: "exit code -1"}},
-		{name: "error at timeout", end: execEnd{exitCode: -1, errCode: "exec_error", errMsg: "timed out"}, past: true, want: procEnd{code: -1, status: "stopped at timeout_ms: timed out", timedOut: true}},
+		{name: "exit 0", end: execEnd{}, want: remote.ProcEnd{Exited: true, Status: "exit code 0"}},
+		{name: "killed at timeout", end: execEnd{exitCode: -1}, past: true, want: remote.ProcEnd{Code: -1, Status: "exit code -1", TimedOut: true}},
+		{name: "killed early", end: execEnd{exitCode: -1}, want: remote.ProcEnd{Code: -1, Status: "exit code -1"}},
+		{name: "error at timeout", end: execEnd{exitCode: -1, errCode: "exec_error", errMsg: "timed out"}, past: true, want: remote.ProcEnd{Code: -1, Status: "stopped at timeout_ms: timed out", TimedOut: true}},
 		{name: "error early", end: execEnd{exitCode: -1, errCode: "exec_error", errMsg: "no shell"}, wantErr: true},
 	}
 	for _, tc := range tests {
@@ -83,7 +85,7 @@ func TestToProcEnd(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("err = %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(procEnd{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}
 		})

@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 func frames(parts ...[]byte) []byte { return bytes.Join(parts, nil) }
@@ -25,7 +27,7 @@ func TestReadProcessStream(t *testing.T) {
 	tests := []struct {
 		name    string
 		stream  []byte
-		want    procEnd
+		want    remote.ProcEnd
 		out     string
 		pid     uint32
 		wantErr error
@@ -36,24 +38,24 @@ func TestReadProcessStream(t *testing.T) {
 			stream: frames(ev(`{"event":{"start":{"pid":412}}}`), ev(`{"event":{"keepalive":{}}}`),
 				ev(`{"event":{"data":{"stdout":"aGkK"}}}`), ev(`{"event":{"data":{"stderr":"ZXJyCg=="}}}`),
 				ev(`{"event":{"end":{"exited":true,"status":"exit status 0"}}}`), endS(`{}`)),
-			want: procEnd{exited: true, code: 0, status: "exit status 0"},
+			want: remote.ProcEnd{Exited: true, Code: 0, Status: "exit status 0"},
 			out:  "hi\nerr\n",
 			pid:  412,
 		},
 		{
 			name:   "non-zero exit",
 			stream: frames(ev(`{"event":{"end":{"exitCode":3,"exited":true,"status":"exit status 3","error":"exit status 3"}}}`), endS(`{}`)),
-			want:   procEnd{exited: true, code: 3, status: "exit status 3"},
+			want:   remote.ProcEnd{Exited: true, Code: 3, Status: "exit status 3"},
 		},
 		{
 			name:   "killed at the deadline",
 			stream: frames(ev(`{"event":{"end":{"exitCode":-1,"status":"signal: killed"}}}`), endS(`{"error":{"code":"deadline_exceeded","message":"x"}}`)),
-			want:   procEnd{code: -1, status: "signal: killed", timedOut: true},
+			want:   remote.ProcEnd{Code: -1, Status: "signal: killed", TimedOut: true},
 		},
 		{
 			name:   "deadline without end event",
 			stream: endS(`{"error":{"code":"deadline_exceeded","message":"x"}}`),
-			want:   procEnd{code: -1, status: "killed at its deadline", timedOut: true},
+			want:   remote.ProcEnd{Code: -1, Status: "killed at its deadline", TimedOut: true},
 		},
 		{name: "no end-of-stream frame", stream: ev(`{"event":{"end":{"exited":true}}}`), wantErr: ErrStreamBroken},
 		{name: "empty body", stream: nil, wantErr: ErrStreamBroken},
@@ -62,7 +64,7 @@ func TestReadProcessStream(t *testing.T) {
 		{name: "truncated message", stream: ev(`{"event":{}}`)[:8], wantErr: ErrStreamBroken},
 		{name: "compressed frame", stream: encodeEnvelope(flagCompressed, []byte(`{}`)), wantErr: ErrStreamBroken},
 		{name: "frame over the limit", stream: oversized, wantErr: ErrStreamBroken},
-		{name: "frame at the limit", stream: frames(atLimit, ev(`{"event":{"end":{"exited":true}}}`), endS(``)), want: procEnd{exited: true, status: "exit code 0"}},
+		{name: "frame at the limit", stream: frames(atLimit, ev(`{"event":{"end":{"exited":true}}}`), endS(``)), want: remote.ProcEnd{Exited: true, Status: "exit code 0"}},
 		{name: "undecodable event", stream: ev(`{"event":`), wantErr: ErrStreamBroken},
 		{name: "connect error", stream: endS(`{"error":{"code":"unavailable","message":"sandbox not running"}}`), rpcCode: "unavailable"},
 		{name: "unauthenticated", stream: endS(`{"error":{"code":"unauthenticated","message":"no user"}}`), rpcCode: "unauthenticated", wantErr: ErrUnauthorized},
@@ -87,7 +89,7 @@ func TestReadProcessStream(t *testing.T) {
 			if err != nil {
 				t.Fatalf("err = %v", err)
 			}
-			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(procEnd{})); diff != "" {
+			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("end (-want +got):\n%s", diff)
 			}
 			if out.String() != tc.out || pid != tc.pid {
@@ -104,7 +106,7 @@ func FuzzReadProcessStream(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var out bytes.Buffer
 		end, err := readProcessStream(&frameReader{r: bytes.NewReader(b), max: 1 << 16}, &out, nil)
-		if err == nil && !end.timedOut && end.status == "" {
+		if err == nil && !end.TimedOut && end.Status == "" {
 			t.Fatalf("a clean stream without an end description: %+v", end)
 		}
 		if out.Len() > len(b)*3 {

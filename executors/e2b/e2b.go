@@ -20,6 +20,7 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -279,7 +280,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, fmt.Errorf("e2b: %w", err)
 	}
-	scripts := singleStepShells(req.Plan, nonce)
+	scripts := remote.SingleStepShells(req.Plan, nonce)
 	for i, s := range scripts {
 		if len(s) > MaxShellBytes {
 			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
@@ -289,8 +290,8 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	secrets := append(slices.Clone(req.Secrets), e.secret...)
 	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
 	if !anyRunnable(req.Plan) {
-		out, err := runSteps(ctx, stepPlan{plan: req.Plan, scripts: scripts, nonce: nonce, capture: capture}, nil)
-		res.Steps = out.steps
+		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
+		res.Steps = out.Steps
 		res.Notes = []string{"no step was runnable: no sandbox was created"}
 		return res, err
 	}
@@ -321,7 +322,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 	}()
 	if cerr := ctx.Err(); cerr != nil {
-		res.Steps = notRun(req.Plan, "", reasonCancelled)
+		res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
 		return res, fmt.Errorf("e2b: cancelled while the sandbox was created: %w", cerr)
 	}
 	if info.EnvdAccessToken != "" {
@@ -353,7 +354,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	platform, err := e.setup(ctx, envd, arch, size, runDir, secrets)
 	if err != nil {
 		if ctx.Err() != nil {
-			res.Steps = notRun(req.Plan, "", reasonCancelled)
+			res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
 		}
 		return res, err
 	}
@@ -361,23 +362,23 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	cwd := runDir + "/" + archive.PackRoot
 	network := &netState{api: e.api, id: id, egress: egress, current: egress.initial, callTimeout: e.opts.CallTimeout}
 	runner := &processRunner{envd: envd, cwd: cwd}
-	out, err := runSteps(ctx, stepPlan{
-		plan:       req.Plan,
-		scripts:    scripts,
-		nonce:      nonce,
-		capture:    capture,
-		progress:   req.Progress,
-		cwd:        cwd,
-		grace:      e.opts.StepGrace,
-		stopBound:  e.opts.CallTimeout,
-		deadline:   createdAt.Add(lifetime - e.opts.LifetimeMargin),
-		lifetime:   fmt.Sprintf("the sandbox lifetime (%v, %s)", lifetime, EnvTimeout),
-		beforeStep: network.prepare,
+	out, err := remote.RunSteps(ctx, remote.StepPlan{
+		Plan:       req.Plan,
+		Scripts:    scripts,
+		Nonce:      nonce,
+		Capture:    capture,
+		Progress:   req.Progress,
+		Cwd:        cwd,
+		Grace:      e.opts.StepGrace,
+		StopBound:  e.opts.CallTimeout,
+		Deadline:   createdAt.Add(lifetime - e.opts.LifetimeMargin),
+		Lifetime:   fmt.Sprintf("the sandbox lifetime (%v, %s)", lifetime, EnvTimeout),
+		BeforeStep: network.prepare,
 	}, runner)
-	res.Steps = out.steps
-	res.Notes = append(res.Notes, out.notes...)
+	res.Steps = out.Steps
+	res.Notes = append(res.Notes, out.Notes...)
 	res.Notes = append(res.Notes, network.notes...)
-	res.Integrity = strings.Join(out.issues, "; ")
+	res.Integrity = strings.Join(out.Issues, "; ")
 	return res, err
 }
 
@@ -401,7 +402,7 @@ func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool)
 			d = limit + 1
 			break
 		}
-		d += st.Timeout + shellDeadlineSlack + e.opts.StepGrace
+		d += st.Timeout + remote.ShellDeadlineSlack + e.opts.StepGrace
 	}
 	if d > limit {
 		// Stay inside the cap: round down to whole seconds.

@@ -20,6 +20,7 @@ import (
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/e2b/e2btest"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -651,7 +652,7 @@ func TestCancelWhilePreparing(t *testing.T) {
 			if !errors.Is(err, context.Canceled) {
 				t.Fatalf("err = %v, want context.Canceled", err)
 			}
-			if len(res.Steps) != 1 || res.Steps[0].Status != validation.StatusNotRun || res.Steps[0].Reason != reasonCancelled {
+			if len(res.Steps) != 1 || res.Steps[0].Status != validation.StatusNotRun || res.Steps[0].Reason != remote.ReasonCancelled {
 				t.Errorf("steps %+v, want one not run for the cancel", res.Steps)
 			}
 			if c, k := len(f.srv.Creates()), f.srv.Killed(); c != 1 || k != 1 {

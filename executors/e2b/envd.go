@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // envd is the daemon inside every E2B sandbox; these are the parts of its
@@ -111,14 +113,14 @@ func pathBase(p string) string {
 // output to out. timeout becomes Connect-Timeout-Ms, which envd enforces
 // as the process's lifetime. started is called with the pid once envd
 // reports the process running.
-func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, timeout time.Duration, out io.Writer, started func(pid uint32)) (procEnd, error) {
+func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, timeout time.Duration, out io.Writer, started func(pid uint32)) (remote.ProcEnd, error) {
 	msg, err := json.Marshal(startRequest{Process: cfg, Stdin: false})
 	if err != nil {
-		return procEnd{}, fmt.Errorf("e2b: %s: encode request: %w", op, err)
+		return remote.ProcEnd{}, fmt.Errorf("e2b: %s: encode request: %w", op, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.base+"/process.Process/Start", bytes.NewReader(encodeEnvelope(0, msg)))
 	if err != nil {
-		return procEnd{}, fmt.Errorf("e2b: %s: %w", op, err)
+		return remote.ProcEnd{}, fmt.Errorf("e2b: %s: %w", op, err)
 	}
 	req.Header.Set("Content-Type", "application/connect+json")
 	req.Header.Set("Connect-Protocol-Version", "1")
@@ -132,20 +134,20 @@ func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, ti
 	c.header(req)
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return procEnd{}, fmt.Errorf("e2b: %s: %w", op, err)
+		return remote.ProcEnd{}, fmt.Errorf("e2b: %s: %w", op, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		// envd's auth middleware and E2B's proxy answer before any framing.
-		return procEnd{}, apiError(op, resp)
+		return remote.ProcEnd{}, apiError(op, resp)
 	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/connect+json") {
-		return procEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", cleanMessage(ct))}
+		return remote.ProcEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", cleanMessage(ct))}
 	}
 	end, err := readProcessStream(&frameReader{r: resp.Body, max: MaxFrameBytes}, out, started)
 	if err != nil {
 		if cerr := ctx.Err(); cerr != nil {
-			return procEnd{}, fmt.Errorf("e2b: %s: %w", op, cerr)
+			return remote.ProcEnd{}, fmt.Errorf("e2b: %s: %w", op, cerr)
 		}
 		var se *StreamError
 		if errors.As(err, &se) && se.Op == "" {
@@ -155,7 +157,7 @@ func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, ti
 		if errors.As(err, &re) && re.Op == "" {
 			re.Op = op
 		}
-		return procEnd{}, err
+		return remote.ProcEnd{}, err
 	}
 	return end, nil
 }
@@ -165,8 +167,8 @@ func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, ti
 // frame. A deadline_exceeded error in the end-of-stream frame is envd
 // killing the process at Connect-Timeout-Ms: a timed-out process, not an
 // infrastructure error.
-func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32)) (procEnd, error) {
-	var end procEnd
+func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32)) (remote.ProcEnd, error) {
+	var end remote.ProcEnd
 	gotEnd := false
 	for {
 		f, err := fr.next()
@@ -183,9 +185,9 @@ func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32))
 			}
 			if es.Error != nil {
 				if es.Error.Code == "deadline_exceeded" {
-					end.timedOut = true
+					end.TimedOut = true
 					if !gotEnd {
-						end.code, end.status = -1, "killed at its deadline"
+						end.Code, end.Status = -1, "killed at its deadline"
 					}
 					return end, nil
 				}
@@ -216,11 +218,11 @@ func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32))
 			}
 		case e.End != nil:
 			gotEnd = true
-			end.exited = e.End.Exited
-			end.code = int(e.End.ExitCode) // omitted when 0
-			end.status = cleanMessage(e.End.Status)
-			if end.status == "" {
-				end.status = fmt.Sprintf("exit code %d", end.code)
+			end.Exited = e.End.Exited
+			end.Code = int(e.End.ExitCode) // omitted when 0
+			end.Status = cleanMessage(e.End.Status)
+			if end.Status == "" {
+				end.Status = fmt.Sprintf("exit code %d", end.Code)
 			}
 		}
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -100,8 +101,8 @@ func (e *Executor) setup(ctx context.Context, envd *envdClient, arch io.Reader, 
 		return p, err
 	}
 	out := capture.Output()
-	if !end.exited || end.code != 0 {
-		return p, fmt.Errorf("e2b: prepare the checkout: the setup process ended (%s): %q", end.status, out.Head+out.Tail)
+	if !end.Exited || end.Code != 0 {
+		return p, fmt.Errorf("e2b: prepare the checkout: the setup process ended (%s): %q", end.Status, out.Head+out.Tail)
 	}
 	return parsePlatform(out.Head), nil
 }
@@ -150,7 +151,7 @@ type processRunner struct {
 	hasPid bool
 }
 
-func (r *processRunner) runStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (procEnd, error) {
+func (r *processRunner) RunStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (remote.ProcEnd, error) {
 	r.hasPid = false
 	return r.envd.start(ctx, "run step", processConfig{
 		Cmd: "/bin/sh", Args: []string{"-c", string(script)}, Envs: map[string]string{"CI": "true"}, Cwd: r.cwd,
@@ -160,7 +161,7 @@ func (r *processRunner) runStep(ctx context.Context, script []byte, budget time.
 	})
 }
 
-func (r *processRunner) stopStep(ctx context.Context) error {
+func (r *processRunner) StopStep(ctx context.Context) error {
 	if !r.hasPid {
 		return errors.New("envd never reported the process's pid")
 	}

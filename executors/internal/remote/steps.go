@@ -1,8 +1,4 @@
-package cfsandbox
-
-// This file is mirrored in executors/e2b/steps.go: both executors
-// run one marker shell per step in a remote sandbox, and edge packages do
-// not import each other. Keep the two in step.
+package remote
 
 import (
 	"context"
@@ -15,73 +11,73 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-// procEnd is how the remote process of one step ended, as the provider
+// ProcEnd is how the remote process of one step ended, as the provider
 // reported it.
-type procEnd struct {
-	exited   bool   // the process exited on its own
-	code     int    // its exit status; -1 when it was killed
-	status   string // the provider's words ("exit status 1", "signal: killed")
-	timedOut bool   // the provider said it killed the process at its deadline
+type ProcEnd struct {
+	Exited   bool   // the process exited on its own
+	Code     int    // its exit status; -1 when it was killed
+	Status   string // the provider's words ("exit status 1", "signal: killed")
+	TimedOut bool   // the provider said it killed the process at its deadline
 }
 
-// stepRunner runs the shell of one step in the sandbox.
-type stepRunner interface {
-	// runStep runs script with sh in the checkout, gives the provider
+// StepRunner runs the shell of one step in the sandbox.
+type StepRunner interface {
+	// RunStep runs script with sh in the checkout, gives the provider
 	// budget as the process's deadline and writes the output to out, in
 	// order. started is called once the process runs. It returns how the
 	// process ended; or ctx's error (wrapped) when ctx ended first; or an
 	// infrastructure error.
-	runStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (procEnd, error)
-	// stopStep kills the process of the step the host stopped waiting
+	RunStep(ctx context.Context, script []byte, budget time.Duration, out io.Writer, started func()) (ProcEnd, error)
+	// StopStep kills the process of the step the host stopped waiting
 	// for. An error means it may still be running.
-	stopStep(ctx context.Context) error
+	StopStep(ctx context.Context) error
 }
 
-// stepPlan is one run of a plan's steps, one shell each.
-type stepPlan struct {
-	plan     validation.Plan
-	scripts  [][]byte // per plan step; nil for inconclusive steps
-	nonce    string
-	capture  validation.CaptureOptions
-	progress func(step string, started time.Time)
-	cwd      string
-	// grace is how long past a step's budget the host waits for the
+// StepPlan is one run of a plan's steps, one shell each.
+type StepPlan struct {
+	Plan     validation.Plan
+	Scripts  [][]byte // per plan step; nil for inconclusive steps
+	Nonce    string
+	Capture  validation.CaptureOptions
+	Progress func(step string, started time.Time)
+	Cwd      string
+	// Grace is how long past a step's budget the host waits for the
 	// provider to report the end before it stops waiting.
-	grace time.Duration
-	// stopBound bounds stopStep.
-	stopBound time.Duration
-	// deadline is when the sandbox's lifetime ends, less a margin; zero
-	// for none. lifetime names that bound for reasons.
-	deadline time.Time
-	lifetime string
-	// beforeStep, when set, prepares the sandbox for a step (its egress);
+	Grace time.Duration
+	// StopBound bounds StopStep.
+	StopBound time.Duration
+	// Deadline is when the sandbox's lifetime ends, less a margin; zero
+	// for none. Lifetime names that bound for reasons.
+	Deadline time.Time
+	Lifetime string
+	// BeforeStep, when set, prepares the sandbox for a step (its egress);
 	// an error is an infrastructure error.
-	beforeStep func(ctx context.Context, st validation.Step) error
+	BeforeStep func(ctx context.Context, st validation.Step) error
 }
 
-// stepsOutcome is what running the steps gave.
-type stepsOutcome struct {
-	steps  []validation.StepResult
-	issues []string // integrity problems: the run is inconclusive
-	notes  []string
+// StepsOutcome is what running the steps gave.
+type StepsOutcome struct {
+	Steps  []validation.StepResult
+	Issues []string // integrity problems: the run is inconclusive
+	Notes  []string
 }
 
 // Reasons for steps that were not run, kept in the words the marker
 // parser uses where it has them.
 const (
 	reasonInstallFailed = "not run: the install step failed"
-	reasonCancelled     = "not run: the run was cancelled"
+	ReasonCancelled     = "not run: the run was cancelled"
 	reasonKilled        = "killed: the run was cancelled"
 	reasonInfra         = "not run: the sandbox failed"
 )
 
-// shellDeadlineSlack is how long past a step's timeout the provider's
+// ShellDeadlineSlack is how long past a step's timeout the provider's
 // deadline waits for the shell's own timeout to end the step: the
 // shell's SIGTERM-to-SIGKILL grace and a second.
-const shellDeadlineSlack = validation.ShellKillGrace + time.Second
+const ShellDeadlineSlack = validation.ShellKillGrace + time.Second
 
-// singleStepShells builds one marker shell per runnable step.
-func singleStepShells(plan validation.Plan, nonce string) [][]byte {
+// SingleStepShells builds one marker shell per runnable step.
+func SingleStepShells(plan validation.Plan, nonce string) [][]byte {
 	scripts := make([][]byte, len(plan.Steps))
 	for i, st := range plan.Steps {
 		if st.Inconclusive != "" {
@@ -101,58 +97,58 @@ func singleStep(plan validation.Plan, st validation.Step) validation.Plan {
 	}
 }
 
-// runSteps runs the plan's steps in order, one process each. An
+// RunSteps runs the plan's steps in order, one process each. An
 // infrastructure error stops the run and is returned with the steps so
 // far; a cancelled ctx ends the running step killed, the rest not run,
 // and returns ctx's error.
-func runSteps(ctx context.Context, sp stepPlan, r stepRunner) (stepsOutcome, error) {
-	out := stepsOutcome{steps: make([]validation.StepResult, len(sp.plan.Steps))}
+func RunSteps(ctx context.Context, sp StepPlan, r StepRunner) (StepsOutcome, error) {
+	out := StepsOutcome{Steps: make([]validation.StepResult, len(sp.Plan.Steps))}
 	stop := "" // why later steps are not run
 	var runErr error
-	for i, st := range sp.plan.Steps {
+	for i, st := range sp.Plan.Steps {
 		res := validation.StepResult{
 			Name:      st.Name,
 			Argv:      slices.Clone(st.Argv),
-			Cwd:       sp.cwd,
+			Cwd:       sp.Cwd,
 			TimeoutMs: st.Timeout.Milliseconds(),
 			Network:   st.Network,
 			Reported:  true,
 		}
 		if st.Inconclusive != "" {
 			res.Status, res.Reason = validation.StatusInconclusive, st.Inconclusive
-			out.steps[i] = res
+			out.Steps[i] = res
 			continue
 		}
 		if stop == "" && ctx.Err() != nil {
-			stop = reasonCancelled
+			stop = ReasonCancelled
 		}
 		budget, limited := sp.budget(st, time.Now())
 		if stop == "" && budget <= 0 {
-			stop = "not run: " + sp.lifetime + " ran out"
+			stop = "not run: " + sp.Lifetime + " ran out"
 		}
 		if stop != "" {
 			res.Status, res.Reason = validation.StatusNotRun, stop
-			out.steps[i] = res
+			out.Steps[i] = res
 			continue
 		}
-		if sp.beforeStep != nil {
-			if err := sp.beforeStep(ctx, st); err != nil {
+		if sp.BeforeStep != nil {
+			if err := sp.BeforeStep(ctx, st); err != nil {
 				runErr, stop = err, reasonInfra
 				if ctx.Err() != nil {
-					runErr, stop = ctx.Err(), reasonCancelled
+					runErr, stop = ctx.Err(), ReasonCancelled
 				}
 				res.Status, res.Reason = validation.StatusNotRun, stop
-				out.steps[i] = res
+				out.Steps[i] = res
 				continue
 			}
 		}
 		res, issues, notes, kind, err := runOne(ctx, sp, r, i, st, budget, limited, res)
-		out.steps[i] = res
-		out.issues = append(out.issues, issues...)
-		out.notes = append(out.notes, notes...)
+		out.Steps[i] = res
+		out.Issues = append(out.Issues, issues...)
+		out.Notes = append(out.Notes, notes...)
 		switch kind {
 		case oneCancelled:
-			runErr, stop = err, reasonCancelled
+			runErr, stop = err, ReasonCancelled
 		case oneInfra:
 			runErr, stop = err, reasonInfra
 		case oneUnstoppable:
@@ -168,10 +164,10 @@ func runSteps(ctx context.Context, sp stepPlan, r stepRunner) (stepsOutcome, err
 	return out, runErr
 }
 
-// notRun is the result of a run that ended before any step ran (cancelled
+// NotRun is the result of a run that ended before any step ran (cancelled
 // while the sandbox was being prepared): every step not run with why,
 // inconclusive steps as they are.
-func notRun(plan validation.Plan, cwd, why string) []validation.StepResult {
+func NotRun(plan validation.Plan, cwd, why string) []validation.StepResult {
 	steps := make([]validation.StepResult, len(plan.Steps))
 	for i, st := range plan.Steps {
 		steps[i] = validation.StepResult{
@@ -188,12 +184,12 @@ func notRun(plan validation.Plan, cwd, why string) []validation.StepResult {
 // budget is the step's deadline for the provider: its timeout, cut to
 // what is left of the sandbox's lifetime (limited then reports the cut).
 // A step without a timeout gets what is left of the lifetime.
-func (sp stepPlan) budget(st validation.Step, now time.Time) (d time.Duration, limited bool) {
+func (sp StepPlan) budget(st validation.Step, now time.Time) (d time.Duration, limited bool) {
 	d = st.Timeout
-	if sp.deadline.IsZero() {
+	if sp.Deadline.IsZero() {
 		return d, false
 	}
-	left := sp.deadline.Sub(now)
+	left := sp.Deadline.Sub(now)
 	if d <= 0 || left < d {
 		return left, true
 	}
@@ -210,31 +206,31 @@ const (
 )
 
 // runOne runs the shell of plan step i and says how it ended.
-func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation.Step, budget time.Duration, limited bool,
+func runOne(ctx context.Context, sp StepPlan, r StepRunner, i int, st validation.Step, budget time.Duration, limited bool,
 	base validation.StepResult) (validation.StepResult, []string, []string, oneKind, error) {
-	parser := validation.NewMarkerParser(singleStep(sp.plan, st), sp.nonce, sp.capture)
+	parser := validation.NewMarkerParser(singleStep(sp.Plan, st), sp.Nonce, sp.Capture)
 	// The marker shell times a step with a timeout itself (timeout(1),
 	// exit 124 with an END marker); the provider's deadline is the
 	// backstop just after it, unless the sandbox's own end comes first.
 	provider := budget
 	if !limited && st.Timeout > 0 {
-		provider += shellDeadlineSlack
+		provider += ShellDeadlineSlack
 	}
-	stepCtx, cancel := context.WithTimeout(ctx, provider+sp.grace)
+	stepCtx, cancel := context.WithTimeout(ctx, provider+sp.Grace)
 	defer cancel()
 	began := time.Now()
-	end, err := r.runStep(stepCtx, sp.scripts[i], provider, parser, func() {
-		if sp.progress != nil {
-			sp.progress(st.Name, time.Now())
+	end, err := r.RunStep(stepCtx, sp.Scripts[i], provider, parser, func() {
+		if sp.Progress != nil {
+			sp.Progress(st.Name, time.Now())
 		}
 	})
 	elapsed := time.Since(began)
 	results, integrity := parser.Finish()
 	res := results[0]
 	res.Cwd, res.TimeoutMs, res.Reported = base.Cwd, base.TimeoutMs, true
-	issues := splitIssues(integrity)
+	issues := SplitIssues(integrity)
 	ended := res.ExitCode != nil // the step's END marker arrived
-	unended := unendedIssue(st.Name)
+	unended := UnendedIssue(st.Name)
 	interrupted := func(status validation.Status, why string) {
 		res.Status, res.Reason, res.ExitCode = status, why, nil
 		res.Duration, res.DurationMs = elapsed, elapsed.Milliseconds()
@@ -251,13 +247,13 @@ func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation
 		// stops waiting and kills it.
 		var notes []string
 		if !ended {
-			interrupted(validation.StatusTimedOut, fmt.Sprintf("timed out: no end within the step's %v budget plus %v; the host stopped waiting", provider, sp.grace))
+			interrupted(validation.StatusTimedOut, fmt.Sprintf("timed out: no end within the step's %v budget plus %v; the host stopped waiting", provider, sp.Grace))
 		} else {
-			notes = append(notes, fmt.Sprintf("step %q printed its END marker but its process did not end within %v; the host stopped it", st.Name, provider+sp.grace))
+			notes = append(notes, fmt.Sprintf("step %q printed its END marker but its process did not end within %v; the host stopped it", st.Name, provider+sp.Grace))
 		}
-		stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), sp.stopBound)
+		stopCtx, stopCancel := context.WithTimeout(context.WithoutCancel(ctx), sp.StopBound)
 		defer stopCancel()
-		if serr := r.stopStep(stopCtx); serr != nil {
+		if serr := r.StopStep(stopCtx); serr != nil {
 			notes = append(notes, fmt.Sprintf("step %q could not be stopped after its timeout: %v", st.Name, serr))
 			return res, issues, notes, oneUnstoppable, nil
 		}
@@ -270,13 +266,13 @@ func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation
 	}
 	switch {
 	case ended:
-		if !end.exited || end.code != 0 {
-			issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) after its END marker", st.Name, end.status))
+		if !end.Exited || end.Code != 0 {
+			issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) after its END marker", st.Name, end.Status))
 		}
-	case end.timedOut || (!end.exited && elapsed >= budget):
+	case end.TimedOut || (!end.Exited && elapsed >= budget):
 		why := fmt.Sprintf("timed out: the step ran past its %v timeout; the sandbox stopped it", budget)
 		if limited {
-			why = fmt.Sprintf("timed out: %s ran out after %v", sp.lifetime, budget)
+			why = fmt.Sprintf("timed out: %s ran out after %v", sp.Lifetime, budget)
 		}
 		interrupted(validation.StatusTimedOut, why)
 	default:
@@ -284,20 +280,20 @@ func runOne(ctx context.Context, sp stepPlan, r stepRunner, i int, st validation
 			res.Status, res.Reason = validation.StatusFailed, "the step's shell ended without reporting a START marker"
 		}
 		res.Duration, res.DurationMs = elapsed, elapsed.Milliseconds()
-		issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) without an END marker", st.Name, end.status))
+		issues = append(issues, fmt.Sprintf("the shell of step %q ended (%s) without an END marker", st.Name, end.Status))
 	}
 	return res, issues, nil, oneDone, nil
 }
 
-// splitIssues splits the parser's integrity string into its issues.
-func splitIssues(integrity string) []string {
+// SplitIssues splits the parser's integrity string into its issues.
+func SplitIssues(integrity string) []string {
 	if integrity == "" {
 		return nil
 	}
 	return strings.Split(integrity, "; ")
 }
 
-// unendedIssue is the parser's issue for a step left open at Finish.
-func unendedIssue(step string) string {
+// UnendedIssue is the parser's issue for a step left open at Finish.
+func UnendedIssue(step string) string {
 	return fmt.Sprintf("step %q has a START marker but no END marker", step)
 }

@@ -1,0 +1,203 @@
+package review
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/executortest"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// fakeGitHub serves one pull request from memory; the real client is tested
+// against a fake GitHub server in review/github and end to end in cmd/gilf.
+type fakeGitHub struct {
+	mu       sync.Mutex
+	pr       PR
+	files    []ChangedFile
+	config   string // .github/gilf.yml on the base branch; "" = absent
+	manifest string // package.json of the head
+	heads    []string
+	reads    int
+	posted   []Publication
+	postErr  error
+}
+
+func (g *fakeGitHub) PullRequest(ctx context.Context, j Job) (PR, error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	pr := g.pr
+	if g.reads < len(g.heads) {
+		pr.HeadSHA = g.heads[g.reads]
+	}
+	g.reads++
+	return pr, nil
+}
+
+func (g *fakeGitHub) ChangedFiles(ctx context.Context, j Job) ([]ChangedFile, error) { return g.files, nil }
+
+func (g *fakeGitHub) BaseFile(ctx context.Context, j Job, ref, path string) ([]byte, bool, error) {
+	if path == ConfigPath && g.config != "" {
+		return []byte(g.config), true, nil
+	}
+	return nil, false, nil
+}
+
+func (g *fakeGitHub) Checkout(ctx context.Context, j Job, sha, dst string) (string, error) {
+	root := filepath.Join(dst, "o-r-"+sha)
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	if g.manifest != "" {
+		if err := os.WriteFile(filepath.Join(root, "package.json"), []byte(g.manifest), 0o644); err != nil {
+			return "", err
+		}
+	}
+	return root, nil
+}
+
+func (g *fakeGitHub) Publish(ctx context.Context, j Job, p Publication) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.postErr != nil {
+		return g.postErr
+	}
+	g.posted = append(g.posted, p)
+	return nil
+}
+
+const head = "0123456789abcdef0123456789abcdef01234567"
+
+func newTestPipeline(t *testing.T, g *fakeGitHub, set executors.Set) *Pipeline {
+	return &Pipeline{
+		PRs: g, Checkouts: g, Publisher: g, Executors: set,
+		Selection: executors.Selection{Executor: "e2b"},
+		WorkDir:   t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	}
+}
+
+func TestPipelineEndings(t *testing.T) {
+	code := []ChangedFile{{Name: "src/index.js"}}
+	failing := &executortest.Fake{ExecName: executors.NameManagedE2B, Steps: map[string]executortest.Script{
+		validation.StepTest: {Status: validation.StatusFailed, Exit: 1, Output: "not ok 1\n"},
+	}}
+	tests := []struct {
+		name           string
+		job            Job
+		gh             fakeGitHub
+		set            executors.Set
+		wantOutcome    validation.Outcome
+		wantConclusion string // "" = nothing posted
+		wantEvent      string
+		wantStale      bool
+		wantInBody     string
+	}{
+		{
+			name: "no installation is refused, nothing posted", job: Job{ID: 1, Owner: "o", Repo: "r", HeadSHA: head},
+			wantOutcome: validation.OutcomeRefused,
+		},
+		{
+			name: "docs-only diff is skipped", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "README.md"}}},
+			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionNeutral, wantInBody: "docs-only",
+		},
+		{
+			name: "draft is skipped", gh: fakeGitHub{pr: PR{HeadSHA: head, Draft: true}, files: code},
+			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionNeutral, wantInBody: "draft",
+		},
+		{
+			name: "execution never is skipped", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, config: "execution:\n  mode: never\n"},
+			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionNeutral,
+		},
+		{
+			name: "deleted fork is refused", gh: fakeGitHub{pr: PR{HeadSHA: head, HeadRepoMissing: true}, files: code},
+			wantOutcome: validation.OutcomeRefused, wantConclusion: ConclusionActionRequired,
+		},
+		{
+			name: "unconfigured executor is refused, never run elsewhere", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`},
+			set:         executors.Set{&executortest.Fake{ExecName: executors.NameLocal}},
+			wantOutcome: validation.OutcomeRefused, wantConclusion: ConclusionActionRequired, wantInBody: "executor_unconfigured",
+		},
+		{
+			name: "no manifest is a gap", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code},
+			set:         executors.Set{failing},
+			wantOutcome: validation.OutcomeGap, wantConclusion: ConclusionNeutral,
+		},
+		{
+			name: "failed test posts a failure with REQUEST_CHANGES when configured",
+			gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`,
+				config: "review:\n  requestChanges: true\n"},
+			set:         executors.Set{failing},
+			wantOutcome: validation.OutcomeFailed, wantConclusion: ConclusionFailure, wantEvent: "REQUEST_CHANGES", wantInBody: "not ok 1",
+		},
+		{
+			name: "head moved during validation: recorded, not posted",
+			gh:   fakeGitHub{pr: PR{HeadSHA: head}, heads: []string{head, "ffff"}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`},
+			set:  executors.Set{failing}, wantOutcome: validation.OutcomeFailed, wantStale: true,
+		},
+		{
+			name: "head moved before validation: nothing runs",
+			gh:   fakeGitHub{pr: PR{HeadSHA: "ffff"}, files: code}, wantOutcome: validation.OutcomeSkipped, wantStale: true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			job := tt.job
+			if job.ID == 0 {
+				job = Job{ID: 9, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head}
+			}
+			p := newTestPipeline(t, &tt.gh, tt.set)
+			res, err := p.Run(context.Background(), job)
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Record.Outcome != tt.wantOutcome {
+				t.Fatalf("outcome %s (%s), want %s", res.Record.Outcome, res.Record.Reason, tt.wantOutcome)
+			}
+			if res.Stale != tt.wantStale {
+				t.Errorf("stale = %v, want %v", res.Stale, tt.wantStale)
+			}
+			if tt.wantConclusion == "" {
+				if len(tt.gh.posted) != 0 {
+					t.Fatalf("posted %+v, want nothing", tt.gh.posted)
+				}
+				return
+			}
+			if len(tt.gh.posted) != 1 {
+				t.Fatalf("posted %d times, want once", len(tt.gh.posted))
+			}
+			got := tt.gh.posted[0]
+			if got.Conclusion != tt.wantConclusion || got.HeadSHA != head {
+				t.Errorf("posted conclusion %s for %s, want %s", got.Conclusion, got.HeadSHA, tt.wantConclusion)
+			}
+			wantEvent := tt.wantEvent
+			if wantEvent == "" {
+				wantEvent = "COMMENT"
+			}
+			if got.Event != wantEvent {
+				t.Errorf("event %s, want %s", got.Event, wantEvent)
+			}
+			if !strings.Contains(got.Body, "<!-- gilf:job=9 -->") || !strings.Contains(got.Body, tt.wantInBody) {
+				t.Errorf("body lacks the job marker or %q:\n%s", tt.wantInBody, got.Body)
+			}
+		})
+	}
+}
+
+func TestPipelinePublishErrors(t *testing.T) {
+	job := Job{ID: 9, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head}
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "README.md"}}, postErr: errors.New("502")}
+	if _, err := newTestPipeline(t, g, nil).Run(context.Background(), job); err == nil {
+		t.Error("a failed post must be an error, so the job is retried")
+	}
+	g.postErr = ErrStaleHead
+	res, err := newTestPipeline(t, g, nil).Run(context.Background(), job)
+	if err != nil || !res.Stale || res.Posted {
+		t.Errorf("stale head at post time: res=%+v err=%v", res, err)
+	}
+}
