@@ -40,7 +40,9 @@ func (g *fakeGitHub) PullRequest(ctx context.Context, j Job) (PR, error) {
 	return pr, nil
 }
 
-func (g *fakeGitHub) ChangedFiles(ctx context.Context, j Job) ([]ChangedFile, error) { return g.files, nil }
+func (g *fakeGitHub) ChangedFiles(ctx context.Context, j Job) ([]ChangedFile, error) {
+	return g.files, nil
+}
 
 func (g *fakeGitHub) BaseFile(ctx context.Context, j Job, ref, path string) ([]byte, bool, error) {
 	if path == ConfigPath && g.config != "" {
