@@ -29,19 +29,6 @@ func startS3(t *testing.T, bucket string) *s3Server { return &s3Server{s3test.St
 func (s *s3Server) endpoint() string { return s.Endpoint() }
 func (s *s3Server) stop()            { s.Stop() }
 
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	if err := l.Close(); err != nil {
-		t.Fatal(err)
-	}
-	return addr
-}
-
 func (s *s3Server) store(t *testing.T, bucket string, mod func(*S3Options)) *S3Store {
 	t.Helper()
 	opts := S3Options{
@@ -305,7 +292,7 @@ func TestS3StoreRetriesAreBounded(t *testing.T) {
 
 func TestS3StoreCancelStopsRetrying(t *testing.T) {
 	st, err := NewS3Store(t.Context(), S3Options{
-		Bucket: "b", Endpoint: "http://" + freeAddr(t), PathStyle: true,
+		Bucket: "b", Endpoint: "http://" + s3test.FreeAddr(t), PathStyle: true,
 		Credentials:    credentials.NewStaticCredentialsProvider("ak", "sk", ""),
 		MaxPutAttempts: 100, RetryBackoff: time.Second,
 	}, slog.New(slog.DiscardHandler))

@@ -71,7 +71,8 @@ func randHex(t testing.TB, n int) string {
 	return hex.EncodeToString(b)
 }
 
-func freeAddr(t testing.TB) string {
+// FreeAddr returns a loopback address with a port that was free a moment ago.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -89,7 +90,7 @@ func freeAddr(t testing.TB) string {
 func Start(t testing.TB, bucket string) *Server {
 	t.Helper()
 	srv := &Server{
-		t: t, bin: Binary(t), dir: t.TempDir(), addr: freeAddr(t),
+		t: t, bin: Binary(t), dir: t.TempDir(), addr: FreeAddr(t),
 		Access: "AK" + randHex(t, 8), Secret: randHex(t, 20),
 	}
 	srv.Restart()
