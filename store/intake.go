@@ -6,6 +6,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"sync"
+	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -102,7 +105,9 @@ func (d *DB) writer(ctx context.Context) {
 				break fill
 			}
 		}
+		t0 := time.Now()
 		d.commitBatch(ctx, batch)
+		dbgStats.Add(int64(len(batch)), time.Since(t0))
 	}
 }
 
@@ -158,6 +163,8 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 		}
 		results[i] = intakeRes{res: res}
 	}
+	tc := time.Now()
+	defer func() { dbgStats.commit(time.Since(tc)) }()
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
@@ -343,3 +350,24 @@ func (s *intakeStmts) close() error {
 	}
 	return nil
 }
+
+type dbgT struct {
+	mu sync.Mutex
+	n, items int64
+	tot, com time.Duration
+}
+
+var dbgStats dbgT
+
+func (s *dbgT) Add(items int64, d time.Duration) {
+	s.mu.Lock()
+	s.n++
+	s.items += items
+	s.tot += d
+	if s.n%20 == 0 {
+		fmt.Fprintf(os.Stderr, "DBG batches=%d avg=%.1f avgdur=%v avgcommit=%v\n", s.n, float64(s.items)/float64(s.n), s.tot/time.Duration(s.n), s.com/time.Duration(s.n))
+		s.n, s.items, s.tot, s.com = 0, 0, 0, 0
+	}
+	s.mu.Unlock()
+}
+func (s *dbgT) commit(d time.Duration) { s.mu.Lock(); s.com += d; s.mu.Unlock() }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"path/filepath"
 	"strings"
@@ -102,5 +103,29 @@ func TestCostsCommand(t *testing.T) {
 	var bad bytes.Buffer
 	if code := run(ctx, env(&bad), []string{"costs", "--since", "soon"}); code != exitUsage {
 		t.Errorf("bad --since exited %d", code)
+	}
+}
+
+func TestMigrateCommand(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	var out bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &out, Getenv: func(k string) string {
+		if k == "GILF_DATA_DIR" {
+			return dir
+		}
+		return ""
+	}}
+	for range 2 { // creating, then already current
+		out.Reset()
+		if code := run(context.Background(), env, []string{"migrate"}); code != exitOK {
+			t.Fatalf("gilf migrate exited %d: %s", code, out.String())
+		}
+		var v int
+		if _, err := fmt.Sscanf(out.String()[strings.Index(out.String(), "schema version"):], "schema version %d", &v); err != nil || v < 1 {
+			t.Fatalf("output %q names no applied schema version (%v)", out.String(), err)
+		}
+	}
+	if code := run(context.Background(), env, []string{"migrate", "extra"}); code != exitUsage {
+		t.Errorf("gilf migrate with an argument exited %d, want %d", code, exitUsage)
 	}
 }

@@ -48,6 +48,7 @@ func commands() []command {
 		{"validate", "validate a local checkout or .tar.gz and print the review", runValidate},
 		{"serve", "run the webhook intake, review workers, /healthz and /metrics", runServe},
 		{"costs", "print estimated validation spend by executor and day from the store", runCosts},
+		{"migrate", "create the database or apply pending schema migrations, then exit", runMigrate},
 	}
 }
 

@@ -17,6 +17,8 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/internal/cmdrun"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -275,59 +277,59 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		Secrets:        secrets,
 		Now:            time.Now,
 	})
-	obs := newObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
+	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
 	stderr := &tailBuffer{limit: StderrTailBytes}
-	pr := runProcess(ctx, procSpec{
-		argv:      Argv(e.opts.Bin, e.opts.Provider, e.opts.Class, shellName),
-		env:       e.env,
-		dir:       work,
-		stdout:    obs,
-		stderr:    stderr,
-		timeout:   e.opts.Timeout,
-		killGrace: e.opts.KillGrace,
-		stepGrace: e.opts.StepGrace,
-		plan:      req.Plan,
-		events:    obs.events,
-		progress:  req.Progress,
+	pr := cmdrun.Run(ctx, cmdrun.Spec{
+		Argv:      Argv(e.opts.Bin, e.opts.Provider, e.opts.Class, shellName),
+		Env:       e.env,
+		Dir:       work,
+		Stdout:    obs,
+		Stderr:    stderr,
+		Timeout:   e.opts.Timeout,
+		KillGrace: e.opts.KillGrace,
+		StepGrace: e.opts.StepGrace,
+		Plan:      req.Plan,
+		Events:    obs.Events(),
+		Progress:  req.Progress,
 	})
 	res.Finished = time.Now()
-	if pr.startErr != nil {
-		return executors.Result{}, fmt.Errorf("crabbox: start %s: %w", e.opts.Bin, pr.startErr)
+	if pr.StartErr != nil {
+		return executors.Result{}, fmt.Errorf("crabbox: start %s: %w", e.opts.Bin, pr.StartErr)
 	}
 	steps, integrity := parser.Finish()
-	anyStart, open, _ := obs.state()
+	anyStart, open, _ := obs.State()
 	res.Steps = steps
 	res.Notes = []string{"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"}
 	if len(removed) > 0 {
 		res.Notes = append(res.Notes, "removed the repository's crabbox config from the synced copy: "+strings.Join(removed, ", "))
 	}
-	issues := splitIssues(integrity)
-	switch pr.stop {
-	case stopCancel:
-		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
+	issues := remote.SplitIssues(integrity)
+	switch pr.Stop {
+	case cmdrun.StopCancel:
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
 			"killed: the run was cancelled", "not run: the run was cancelled")
 		res.Integrity = strings.Join(issues, "; ")
-		return res, errors.Join(ctx.Err(), pr.killErr)
-	case stopTimeout:
+		return res, errors.Join(ctx.Err(), pr.KillErr)
+	case cmdrun.StopTimeout:
 		if !anyStart {
-			return res, errors.Join(fmt.Errorf("crabbox: no START marker within %v; crabbox run was killed", e.opts.Timeout), pr.killErr)
+			return res, errors.Join(fmt.Errorf("crabbox: no START marker within %v; crabbox run was killed", e.opts.Timeout), pr.KillErr)
 		}
-		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut,
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut,
 			fmt.Sprintf("timed out: crabbox run exceeded %v and was killed", e.opts.Timeout),
 			"not run: crabbox run was killed at its deadline")
 		res.Integrity = strings.Join(issues, "; ")
-		return res, wrapKill(pr.killErr)
-	case stopStepTimeout:
-		st := req.Plan.Steps[pr.stopStep]
-		issues = markStopped(res.Steps, req.Plan, pr.stopStep, issues, validation.StatusTimedOut,
+		return res, wrapKill(pr.KillErr)
+	case cmdrun.StopStepTimeout:
+		st := req.Plan.Steps[pr.StopStep]
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, pr.StopStep, issues, validation.StatusTimedOut,
 			fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed crabbox run", st.Timeout, e.opts.StepGrace),
 			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
 		res.Integrity = strings.Join(issues, "; ")
-		return res, wrapKill(pr.killErr)
+		return res, wrapKill(pr.KillErr)
 	}
-	code, signal, exited := exitStatus(pr.waitErr)
+	code, signal, exited := cmdrun.ExitStatus(pr.WaitErr)
 	if !exited {
-		return res, fmt.Errorf("crabbox: wait: %w", pr.waitErr)
+		return res, fmt.Errorf("crabbox: wait: %w", pr.WaitErr)
 	}
 	errTail := stderr.bytes()
 	timing, terr := ParseTiming(errTail)
@@ -347,7 +349,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	case code != 0:
 		issues = append(issues, fmt.Sprintf("crabbox run exited with status %d (runStatus %q, errorKind %q) after printing markers", code, timing.RunStatus, timing.ErrorKind))
 	default:
-		if missing := unreported(res.Steps, req.Plan); len(missing) > 0 {
+		if missing := cmdrun.Unreported(res.Steps, req.Plan); len(missing) > 0 {
 			issues = append(issues, fmt.Sprintf("crabbox run exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
 		}
 	}
@@ -358,7 +360,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 	}
 	res.Integrity = strings.Join(issues, "; ")
-	return res, wrapKill(pr.killErr)
+	return res, wrapKill(pr.KillErr)
 }
 
 func wrapKill(err error) error {
@@ -380,7 +382,7 @@ func (e *Executor) lastError(tail []byte, secrets []validation.Secret) string {
 		if len(l) > 500 {
 			l = strings.ToValidUTF8(l[:500], "") + "…"
 		}
-		return fmt.Sprintf("last error line: %q", diagnostic(l, secrets))
+		return fmt.Sprintf("last error line: %q", cmdrun.Diagnostic(l, DiagnosticTailBytes, secrets))
 	}
 	return "no error line on stderr"
 }

@@ -18,6 +18,8 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/internal/cmdrun"
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -266,26 +268,26 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		Secrets:        secrets,
 		Now:            time.Now,
 	})
-	obs := newObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
-	pr := runProcess(ctx, procSpec{
-		argv:      Argv(e.argv, archivePath, shellPath, e.opts.Timeout),
-		env:       e.env,
-		dir:       pkg,
-		stdout:    obs,
-		stderr:    obs,
-		timeout:   e.opts.Timeout,
-		killGrace: e.opts.KillGrace,
-		stepGrace: e.opts.StepGrace,
-		plan:      req.Plan,
-		events:    obs.events,
-		progress:  req.Progress,
+	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
+	pr := cmdrun.Run(ctx, cmdrun.Spec{
+		Argv:      Argv(e.argv, archivePath, shellPath, e.opts.Timeout),
+		Env:       e.env,
+		Dir:       pkg,
+		Stdout:    obs,
+		Stderr:    obs,
+		Timeout:   e.opts.Timeout,
+		KillGrace: e.opts.KillGrace,
+		StepGrace: e.opts.StepGrace,
+		Plan:      req.Plan,
+		Events:    obs.Events(),
+		Progress:  req.Progress,
 	})
 	res.Finished = time.Now()
-	if pr.startErr != nil {
-		return executors.Result{}, fmt.Errorf("self-host: start %s: %w", e.argv[0], pr.startErr)
+	if pr.StartErr != nil {
+		return executors.Result{}, fmt.Errorf("self-host: start %s: %w", e.argv[0], pr.StartErr)
 	}
 	steps, integrity := parser.Finish()
-	anyStart, open, tail := obs.state()
+	anyStart, open, tail := obs.State()
 	res.Steps = steps
 	for i := range res.Steps {
 		res.Steps[i].Cwd = archive.PackRoot
@@ -294,43 +296,43 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		"step statuses were reported by the executor: the self-host command printed the markers; gilf did not observe the exit statuses",
 		fmt.Sprintf("network intent %q passed to the self-host command as %s; the command enforces it", e.opts.Network, NetworkEnv),
 	}
-	issues := splitIssues(integrity)
-	code, signal, exited := exitStatus(pr.waitErr)
+	issues := remote.SplitIssues(integrity)
+	code, signal, exited := cmdrun.ExitStatus(pr.WaitErr)
 	switch {
-	case pr.stop == stopCancel:
-		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
+	case pr.Stop == cmdrun.StopCancel:
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
 			"killed: the run was cancelled", "not run: the run was cancelled")
 		res.Integrity = strings.Join(issues, "; ")
-		return res, errors.Join(ctx.Err(), pr.killErr)
-	case pr.stop == stopTimeout && !anyStart:
-		return res, errors.Join(fmt.Errorf("self-host: the command printed no START marker within GILF_SELF_HOST_TIMEOUT_MS (%v); it was killed", e.opts.Timeout), pr.killErr)
-	case pr.stop == stopTimeout:
+		return res, errors.Join(ctx.Err(), pr.KillErr)
+	case pr.Stop == cmdrun.StopTimeout && !anyStart:
+		return res, errors.Join(fmt.Errorf("self-host: the command printed no START marker within GILF_SELF_HOST_TIMEOUT_MS (%v); it was killed", e.opts.Timeout), pr.KillErr)
+	case pr.Stop == cmdrun.StopTimeout:
 		why := fmt.Sprintf("timed out: the self-host command exceeded GILF_SELF_HOST_TIMEOUT_MS (%v) and was killed", e.opts.Timeout)
-		issues = markStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut, why,
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut, why,
 			"not run: the self-host command was killed at GILF_SELF_HOST_TIMEOUT_MS")
-	case pr.stop == stopStepTimeout:
-		st := req.Plan.Steps[pr.stopStep]
+	case pr.Stop == cmdrun.StopStepTimeout:
+		st := req.Plan.Steps[pr.StopStep]
 		why := fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed the self-host command", st.Timeout, e.opts.StepGrace)
-		issues = markStopped(res.Steps, req.Plan, pr.stopStep, issues, validation.StatusTimedOut, why,
+		issues = cmdrun.MarkStopped(res.Steps, req.Plan, pr.StopStep, issues, validation.StatusTimedOut, why,
 			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
 	case !exited:
-		return res, fmt.Errorf("self-host: wait for %s: %w", e.argv[0], pr.waitErr)
+		return res, fmt.Errorf("self-host: wait for %s: %w", e.argv[0], pr.WaitErr)
 	case (code != 0 || signal != "") && !anyStart:
 		return res, fmt.Errorf("self-host: %s %s before printing any START marker; last output: %q",
-			e.argv[0], describeExit(code, signal), diagnostic(tail, secrets))
+			e.argv[0], cmdrun.DescribeExit(code, signal), cmdrun.Diagnostic(tail, DiagnosticTailBytes, secrets))
 	case code != 0 || signal != "":
-		issues = append(issues, fmt.Sprintf("the self-host command %s after printing markers", describeExit(code, signal)))
+		issues = append(issues, fmt.Sprintf("the self-host command %s after printing markers", cmdrun.DescribeExit(code, signal)))
 	default:
-		if missing := unreported(res.Steps, req.Plan); len(missing) > 0 {
+		if missing := cmdrun.Unreported(res.Steps, req.Plan); len(missing) > 0 {
 			issues = append(issues, fmt.Sprintf("the self-host command exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
 		}
 	}
-	if errors.Is(pr.waitErr, exec.ErrWaitDelay) {
+	if errors.Is(pr.WaitErr, exec.ErrWaitDelay) {
 		res.Notes = append(res.Notes, "the command's output stayed open after it exited; output after that was not read")
 	}
 	res.Integrity = strings.Join(issues, "; ")
-	if pr.killErr != nil {
-		return res, fmt.Errorf("self-host: cleanup: %w", pr.killErr)
+	if pr.KillErr != nil {
+		return res, fmt.Errorf("self-host: cleanup: %w", pr.KillErr)
 	}
 	return res, nil
 }

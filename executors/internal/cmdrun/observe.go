@@ -1,8 +1,4 @@
-package crabbox
-
-// This file mirrors executors/selfhost/observe.go: both executors run one
-// marker shell through a local process (edge packages do not import each
-// other). Keep them in step.
+package cmdrun
 
 import (
 	"bytes"
@@ -14,23 +10,23 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-// markerEvent is a START or END line for a runnable planned step, as the
-// observer saw it go by. The MarkerParser stays the authority on results;
+// MarkerEvent is a START or END line for a runnable planned step, as the
+// Observer saw it go by. The MarkerParser stays the authority on results;
 // events only drive Progress and the host's per-step deadline.
-type markerEvent struct {
-	step  int // index into Plan.Steps
-	start bool
-	at    time.Time
+type MarkerEvent struct {
+	Step  int // index into Plan.Steps
+	Start bool
+	At    time.Time
 }
 
-// observer passes the command's output to the marker parser and watches
+// Observer passes the command's output to the marker parser and watches
 // it for marker lines. It holds at most one line of
 // validation.MaxMarkerLineBytes and a bounded tail of raw output for
 // diagnosing a command that broke before printing any marker.
-type observer struct {
+type Observer struct {
 	parser io.Writer
 	tags   map[string]int // marker tag → plan step index
-	events chan markerEvent
+	events chan MarkerEvent
 
 	mu        sync.Mutex
 	line      []byte
@@ -42,8 +38,10 @@ type observer struct {
 	tailLimit int
 }
 
-func newObserver(plan validation.Plan, nonce string, parser io.Writer, tailLimit int) *observer {
-	o := &observer{
+// NewObserver returns an Observer that feeds parser and keeps the last
+// tailLimit bytes of output.
+func NewObserver(plan validation.Plan, nonce string, parser io.Writer, tailLimit int) *Observer {
+	o := &Observer{
 		parser:    parser,
 		tags:      map[string]int{},
 		seen:      map[string]bool{},
@@ -59,13 +57,13 @@ func newObserver(plan validation.Plan, nonce string, parser io.Writer, tailLimit
 	}
 	// Each tag yields at most one START and one END event, so sends never
 	// block.
-	o.events = make(chan markerEvent, 2*len(o.tags))
+	o.events = make(chan MarkerEvent, 2*len(o.tags))
 	return o
 }
 
 // Write feeds the parser and scans for markers. It never fails: output
 // the parser refuses (after Finish) is a bug of ours, not the command's.
-func (o *observer) Write(b []byte) (int, error) {
+func (o *Observer) Write(b []byte) (int, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if _, err := o.parser.Write(b); err != nil {
@@ -98,7 +96,10 @@ func (o *observer) Write(b []byte) (int, error) {
 	return n, nil
 }
 
-func (o *observer) scanLine(l []byte) {
+// Events delivers the observer's marker events; give it to Spec.Events.
+func (o *Observer) Events() <-chan MarkerEvent { return o.events }
+
+func (o *Observer) scanLine(l []byte) {
 	switch {
 	case bytes.HasPrefix(l, []byte(validation.MarkerStart)):
 		o.anyStart = true
@@ -106,7 +107,7 @@ func (o *observer) scanLine(l []byte) {
 		if i, ok := o.tags[tag]; ok && !o.seen["S"+tag] {
 			o.seen["S"+tag] = true
 			o.open = i
-			o.events <- markerEvent{step: i, start: true, at: time.Now()}
+			o.events <- MarkerEvent{Step: i, Start: true, At: time.Now()}
 		}
 	case bytes.HasPrefix(l, []byte(validation.MarkerEnd)):
 		rest := string(l[len(validation.MarkerEnd):])
@@ -120,12 +121,12 @@ func (o *observer) scanLine(l []byte) {
 			if o.open == i {
 				o.open = -1
 			}
-			o.events <- markerEvent{step: i, at: time.Now()}
+			o.events <- MarkerEvent{Step: i, At: time.Now()}
 		}
 	}
 }
 
-func (o *observer) keepTail(b []byte) {
+func (o *Observer) keepTail(b []byte) {
 	if len(b) >= o.tailLimit {
 		o.tail = append(o.tail[:0], b[len(b)-o.tailLimit:]...)
 		return
@@ -136,9 +137,9 @@ func (o *observer) keepTail(b []byte) {
 	}
 }
 
-// state returns what the observer saw; call it after the command's
+// State returns what the Observer saw; call it after the command's
 // output is closed.
-func (o *observer) state() (anyStart bool, open int, tail string) {
+func (o *Observer) State() (anyStart bool, open int, tail string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.anyStart, o.open, string(o.tail)

@@ -1,41 +1,25 @@
-package crabbox
-
-// This file mirrors executors/selfhost/results.go: both executors run one
-// marker shell through a local process (edge packages do not import each
-// other). Keep them in step.
+package cmdrun
 
 import (
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
 
-// splitIssues splits the parser's integrity string into its issues.
-func splitIssues(integrity string) []string {
-	if integrity == "" {
-		return nil
-	}
-	return strings.Split(integrity, "; ")
-}
-
-// unendedIssue is the parser's issue for a step left open at Finish.
-func unendedIssue(step string) string {
-	return fmt.Sprintf("step %q has a START marker but no END marker", step)
-}
-
-// markStopped rewrites the steps of a run the host stopped: the open step
+// MarkStopped rewrites the steps of a run the host stopped: the open step
 // (plan index, or -1 when none was open) ends with status and why, and
 // later steps that were not run say laterWhy, unless the install step
 // failed (the parser's reason stands then). The parser's complaint that
 // the open step has no END is dropped: the host caused it.
-func markStopped(steps []validation.StepResult, plan validation.Plan, open int, issues []string,
+func MarkStopped(steps []validation.StepResult, plan validation.Plan, open int, issues []string,
 	status validation.Status, why, laterWhy string) []string {
 	if open >= 0 && open < len(steps) {
 		r := &steps[open]
 		r.Status, r.Reason, r.ExitCode = status, why, nil
-		drop := unendedIssue(plan.Steps[open].Name)
+		drop := remote.UnendedIssue(plan.Steps[open].Name)
 		issues = slices.DeleteFunc(issues, func(s string) bool { return s == drop })
 	}
 	if installFailed(steps) {
@@ -58,9 +42,9 @@ func installFailed(steps []validation.StepResult) bool {
 	return false
 }
 
-// unreported lists the runnable steps a command that exited 0 left
+// Unreported lists the runnable steps a command that exited 0 left
 // without markers, when no failed install explains it.
-func unreported(steps []validation.StepResult, plan validation.Plan) []string {
+func Unreported(steps []validation.StepResult, plan validation.Plan) []string {
 	if installFailed(steps) {
 		return nil
 	}
@@ -73,19 +57,20 @@ func unreported(steps []validation.StepResult, plan validation.Plan) []string {
 	return names
 }
 
-func describeExit(code int, signal string) string {
+// DescribeExit says how the command ended, in words for a message.
+func DescribeExit(code int, signal string) string {
 	if signal != "" {
 		return "was killed by signal " + signal
 	}
 	return fmt.Sprintf("exited with status %d", code)
 }
 
-// diagnostic makes the command's last output fit for an error message:
-// secret values redacted, including a secret's tail at the cut start of
-// the kept bytes. The caller quotes it (%q), which escapes control
+// Diagnostic makes the command's last output (an Observer tail of at
+// most tailLimit bytes) fit for an error message: secret values
+// redacted, including a secret's tail at the cut start of the kept bytes. The caller quotes it (%q), which escapes control
 // characters.
-func diagnostic(tail string, secrets []validation.Secret) string {
-	cut := len(tail) >= DiagnosticTailBytes // the kept bytes may start mid-secret
+func Diagnostic(tail string, tailLimit int, secrets []validation.Secret) string {
+	cut := len(tail) >= tailLimit // the kept bytes may start mid-secret
 	for _, s := range secrets {
 		v := s.Value
 		if len(v) < validation.MinSecretLength {
