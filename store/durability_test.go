@@ -32,6 +32,9 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(claimChild(path))
 	}
+	if path := os.Getenv(intakeChildEnv); path != "" {
+		os.Exit(intakeChild(path))
+	}
 	os.Exit(m.Run())
 }
 

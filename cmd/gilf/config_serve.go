@@ -51,6 +51,10 @@ type ServeConfig struct {
 	Crabbox      CrabboxConfig
 	E2B          E2BConfig
 	CFSandbox    CFSandboxConfig
+	// RedeliverySweep is GILF_REDELIVERY_SWEEP_MS: how often to ask
+	// GitHub to redeliver failed webhook deliveries; 0 (the default) is
+	// off, else at least MinRedeliverySweep.
+	RedeliverySweep time.Duration
 }
 
 // GitHubConfig is the GitHub App: its id and key, its webhook secret and
@@ -193,6 +197,12 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 	c := s.Crabbox
 	if (c.Bin != "" || c.Coordinator != "" || c.Token.IsSet()) && !c.Configured() {
 		errs = append(errs, errors.New("crabbox is half configured: GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR must be set together (GILF_CRABBOX_TOKEN is optional)"))
+	}
+	if v := strings.TrimSpace(getenv("GILF_REDELIVERY_SWEEP_MS")); v != "0" {
+		errs = millisOr(getenv, "GILF_REDELIVERY_SWEEP_MS", &s.RedeliverySweep, errs)
+		if s.RedeliverySweep > 0 && s.RedeliverySweep < MinRedeliverySweep {
+			errs = append(errs, fmt.Errorf("GILF_REDELIVERY_SWEEP_MS=%q: want 0 (off) or at least %d", v, MinRedeliverySweep.Milliseconds()))
+		}
 	}
 	s.E2B, errs = loadE2B(getenv, errs)
 	s.CFSandbox, errs = loadCFSandbox(getenv, errs)

@@ -206,6 +206,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		log.Info("workers stopped")
 		return err
 	})
+	if sc.RedeliverySweep > 0 {
+		sw := newSweeper(gc, db, log, time.Now)
+		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })
+	}
 	err = g.Wait()
 	log.Info("intake and workers stopped; closing the store", "err", err)
 	return err

@@ -17,7 +17,7 @@ import (
 )
 
 // MaxResponseBytes bounds a JSON answer of the bridge that gilf decodes.
-const MaxResponseBytes = 1 << 20
+const MaxResponseBytes = remote.MaxResponseBytes
 
 // sandboxIDPattern is the bridge's own check on sandbox IDs.
 var sandboxIDPattern = regexp.MustCompile(`^[a-z2-7]{1,128}$`)
@@ -39,11 +39,11 @@ func (c *bridgeClient) create(ctx context.Context) (string, error) {
 	var out struct {
 		ID string `json:"id"`
 	}
-	if err := decodeJSON(resp.Body, &out); err != nil {
+	if err := remote.DecodeJSON(resp.Body, &out); err != nil {
 		return "", fmt.Errorf("cf-sandbox: create sandbox: %w", err)
 	}
 	if !sandboxIDPattern.MatchString(out.ID) {
-		return "", fmt.Errorf("cf-sandbox: create sandbox: the bridge returned an unusable sandbox ID %q", cleanMessage(out.ID))
+		return "", fmt.Errorf("cf-sandbox: create sandbox: the bridge returned an unusable sandbox ID %q", remote.CleanMessage(out.ID))
 	}
 	return out.ID, nil
 }
@@ -100,7 +100,7 @@ func (c *bridgeClient) exec(ctx context.Context, op, id string, req execRequest,
 	}
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return execEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want text/event-stream", cleanMessage(ct))}
+		return execEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want text/event-stream", remote.CleanMessage(ct))}
 	}
 	if started != nil {
 		started()
@@ -135,31 +135,7 @@ func (c *bridgeClient) do(ctx context.Context, op, method, path, contentType str
 	if contentType != "" {
 		req.Header.Set("Content-Type", contentType)
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("cf-sandbox: %s: %w", op, err)
-	}
-	for _, w := range want {
-		if resp.StatusCode == w {
-			return resp, nil
-		}
-	}
-	defer resp.Body.Close()
-	return nil, apiError(op, resp)
-}
-
-func decodeJSON(r io.Reader, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r, MaxResponseBytes+1))
-	if err != nil {
-		return fmt.Errorf("read response: %w", err)
-	}
-	if len(b) > MaxResponseBytes {
-		return fmt.Errorf("response exceeds %d bytes", MaxResponseBytes)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	return nil
+	return remote.Send(c.http, req, "cf-sandbox", op, func(resp *http.Response) error { return apiError(op, resp) }, want...)
 }
 
 // bridgeRunner runs each step's shell as one exec.

@@ -13,9 +13,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
-	"net/url"
 	"os"
 	"slices"
 	"strings"
@@ -157,32 +155,20 @@ func New(opts Options) (*Executor, error) {
 	if m := opts.missing(); len(m) > 0 {
 		return nil, &NotConfiguredError{Missing: m}
 	}
-	var errs []error
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"timeout", &opts.Timeout, DefaultTimeout},
-		{"setup timeout", &opts.SetupTimeout, DefaultSetupTimeout},
-		{"step grace", &opts.StepGrace, DefaultStepGrace},
-		{"call timeout", &opts.CallTimeout, DefaultCallTimeout},
-		{"upload timeout", &opts.UploadTimeout, DefaultUploadTimeout},
-	} {
-		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("cf-sandbox %s %v is negative", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
+	errs := remote.DefaultDurations("cf-sandbox",
+		remote.DurationOption{Name: "timeout", V: &opts.Timeout, Def: DefaultTimeout},
+		remote.DurationOption{Name: "setup timeout", V: &opts.SetupTimeout, Def: DefaultSetupTimeout},
+		remote.DurationOption{Name: "step grace", V: &opts.StepGrace, Def: DefaultStepGrace},
+		remote.DurationOption{Name: "call timeout", V: &opts.CallTimeout, Def: DefaultCallTimeout},
+		remote.DurationOption{Name: "upload timeout", V: &opts.UploadTimeout, Def: DefaultUploadTimeout},
+	)
 	if opts.MaxArchiveBytes < 0 || opts.MaxOutputBytes < 0 {
 		errs = append(errs, errors.New("cf-sandbox archive and output limits must not be negative"))
 	}
 	if opts.MaxArchiveBytes == 0 {
 		opts.MaxArchiveBytes = DefaultMaxArchiveBytes
 	}
-	base, err := checkBaseURL(opts.URL)
+	base, err := remote.CheckBaseURL(EnvURL, opts.URL)
 	if err != nil {
 		errs = append(errs, err)
 	}
@@ -196,17 +182,16 @@ func New(opts Options) (*Executor, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	cp := *client
 	// A redirect would carry the bearer token only to the same host, but
 	// there is no reason to follow one: it surfaces as an *APIError.
-	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+	client = remote.NoRedirects(client)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	return &Executor{
 		opts:   opts,
-		bridge: &bridgeClient{base: base, token: opts.Token, http: &cp},
+		bridge: &bridgeClient{base: base, token: opts.Token, http: client},
 		log:    log.With("executor", executors.NameManagedCFSandbox),
 		secret: append(slices.Clone(opts.Secrets), validation.Secret{Name: EnvToken, Value: opts.Token}),
 	}, nil
@@ -220,40 +205,33 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	res = executors.Result{
 		Executor:        e.Name(),
 		Tier:            validation.TierRemote,
-		SecretsWithheld: secretNames(e.secret),
+		SecretsWithheld: remote.SecretNames(e.secret),
 		Started:         time.Now(),
 	}
 	defer func() { res.Finished = time.Now() }()
 	deadline := res.Started.Add(e.opts.Timeout)
-	nonce, err := validation.NewNonce()
+	nonce, scripts, err := remote.Shells(req.Plan, MaxShellBytes, "cf-sandbox", executors.NameManagedCFSandbox)
 	if err != nil {
-		return executors.Result{}, fmt.Errorf("cf-sandbox: %w", err)
-	}
-	scripts := remote.SingleStepShells(req.Plan, nonce)
-	for i, s := range scripts {
-		if len(s) > MaxShellBytes {
-			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
-				"the shell of step %q is %d bytes, over the %d-byte limit of managed-cf-sandbox", req.Plan.Steps[i].Name, len(s), MaxShellBytes)
-		}
+		return executors.Result{}, err
 	}
 	secrets := append(slices.Clone(req.Secrets), e.secret...)
 	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
-	if !slices.ContainsFunc(req.Plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" }) {
+	if !remote.AnyRunnable(req.Plan) {
 		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
 		res.Steps = out.Steps
 		res.Notes = []string{"no step was runnable: no sandbox was created"}
 		return res, err
 	}
-	arch, size, err := packArchive(ctx, req.Dir, e.opts.TempRoot, e.opts.MaxArchiveBytes)
+	arch, size, err := remote.PackArchive(ctx, remote.Pack{
+		Dir: req.Dir, TempRoot: e.opts.TempRoot, Pattern: "gilf-cfsandbox-*.tar.gz", MaxBytes: e.opts.MaxArchiveBytes,
+		Prefix: "cf-sandbox", Executor: executors.NameManagedCFSandbox,
+	})
 	if err != nil {
 		return executors.Result{}, err
 	}
 	defer func() {
-		if cerr := arch.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("cf-sandbox: close archive: %w", cerr))
-		}
-		if rerr := os.Remove(arch.Name()); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("cf-sandbox: remove archive: %w", rerr))
+		if derr := remote.DiscardArchive(arch, "cf-sandbox"); derr != nil {
+			err = errors.Join(err, derr)
 		}
 	}()
 	// Not abandoned on cancel: the sandbox is destroyed once its ID is
@@ -353,63 +331,25 @@ func (e *Executor) setup(ctx context.Context, id string, arch io.Reader, size in
 	if !pe.Exited || pe.Code != 0 {
 		return p, fmt.Errorf("cf-sandbox: prepare the checkout: the setup command ended (%s): %q", pe.Status, out.Head+out.Tail)
 	}
-	return parsePlatform(out.Head), nil
+	return remote.ParsePlatform(out.Head), nil
 }
 
 // kill destroys the sandbox with a fresh bounded context; temporary
 // errors are retried KillAttempts times.
 func (e *Executor) kill(ctx context.Context, id string) error {
-	var last error
-	for attempt := 1; attempt <= KillAttempts; attempt++ {
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
-		err := e.bridge.kill(kctx, id)
-		cancel()
-		if err == nil {
-			e.log.InfoContext(ctx, "cf sandbox destroyed", "sandbox_id", id)
-			return nil
-		}
-		last = err
-		var ae *APIError
-		if !errors.As(err, &ae) || !ae.Temporary() || attempt == KillAttempts {
-			break
-		}
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	err := remote.Retry(ctx, KillAttempts, e.opts.CallTimeout, temporaryAPIError, func(kctx context.Context) error {
+		return e.bridge.kill(kctx, id)
+	})
+	if err == nil {
+		e.log.InfoContext(ctx, "cf sandbox destroyed", "sandbox_id", id)
+		return nil
 	}
-	e.log.ErrorContext(ctx, "cf sandbox not destroyed", "sandbox_id", id, "err", last)
-	return fmt.Errorf("cf-sandbox: cleanup: delete sandbox %s: %w", id, last)
+	e.log.ErrorContext(ctx, "cf sandbox not destroyed", "sandbox_id", id, "err", err)
+	return fmt.Errorf("cf-sandbox: cleanup: delete sandbox %s: %w", id, err)
 }
 
-// checkBaseURL accepts https, and plain http only to a loopback host: the
-// token never crosses a network in the clear.
-func checkBaseURL(raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", EnvURL, raw, err)
-	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%s %q: want scheme://host[:port][/path]", EnvURL, raw)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		h := u.Hostname()
-		ip := net.ParseIP(h)
-		if !strings.EqualFold(h, "localhost") && (ip == nil || !ip.IsLoopback()) {
-			return "", fmt.Errorf("%s %q: plain http is allowed only to a loopback host", EnvURL, raw)
-		}
-	default:
-		return "", fmt.Errorf("%s %q: scheme %q, want https", EnvURL, raw, u.Scheme)
-	}
-	return strings.TrimRight(u.String(), "/"), nil
-}
-
-func secretNames(secrets []validation.Secret) []string {
-	var names []string
-	for _, s := range secrets {
-		if s.Name != "" && !slices.Contains(names, s.Name) {
-			names = append(names, s.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
+// temporaryAPIError reports whether err is an *APIError worth retrying.
+func temporaryAPIError(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Temporary()
 }

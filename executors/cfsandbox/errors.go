@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"unicode"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // Sentinels for errors.Is. Every error of this package that is not a
@@ -25,9 +25,7 @@ var (
 )
 
 // MaxErrorBodyBytes bounds how much of an error response is read.
-const MaxErrorBodyBytes = 4 << 10
-
-const maxErrorMessageRunes = 300
+const MaxErrorBodyBytes = remote.MaxErrorBodyBytes
 
 // APIError is a non-success HTTP answer of the bridge. Its body is
 // {"error":"…","code":"…"}.
@@ -39,15 +37,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "cf-sandbox: %s: HTTP %d", e.Op, e.Status)
-	if e.Code != "" {
-		fmt.Fprintf(&b, " (%s)", e.Code)
-	}
-	if e.Msg != "" {
-		fmt.Fprintf(&b, ": %s", e.Msg)
-	}
-	return b.String()
+	return remote.APIErrorText("cf-sandbox", e.Op, e.Status, e.Code, e.Msg)
 }
 
 // Is matches ErrUnauthorized for 401 and 403 (except a path outside
@@ -112,33 +102,15 @@ func (e *NotConfiguredError) Error() string {
 
 func apiError(op string, resp *http.Response) *APIError {
 	e := &APIError{Op: op, Status: resp.StatusCode}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBodyBytes))
-	if err != nil {
-		e.Msg = cleanMessage(fmt.Sprintf("%s (error body unreadable: %v)", body, err))
-		return e
-	}
-	var parsed struct {
-		Error string `json:"error"`
-		Code  string `json:"code"`
-	}
-	if json.Unmarshal(body, &parsed) == nil && (parsed.Error != "" || parsed.Code != "") {
-		e.Code, e.Msg = cleanMessage(parsed.Code), cleanMessage(parsed.Error)
-		return e
-	}
-	e.Msg = cleanMessage(string(body))
-	return e
-}
-
-func cleanMessage(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return ' '
+	e.Code, e.Msg = remote.ReadErrorBody(resp, func(body []byte) (code, msg string, ok bool) {
+		var parsed struct {
+			Error string `json:"error"`
+			Code  string `json:"code"`
 		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > maxErrorMessageRunes {
-		s = string(r[:maxErrorMessageRunes]) + "…"
-	}
-	return s
+		if json.Unmarshal(body, &parsed) == nil && (parsed.Error != "" || parsed.Code != "") {
+			return remote.CleanMessage(parsed.Code), parsed.Error, true
+		}
+		return "", "", false
+	})
+	return e
 }

@@ -8,6 +8,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // MaxSSELineBytes bounds one line of an exec stream: a base64 chunk of
@@ -144,7 +146,7 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 				ExitCode *int `json:"exit_code"`
 			}
 			if err := json.Unmarshal(ev.data, &x); err != nil || x.ExitCode == nil {
-				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable exit event %q", cleanMessage(string(ev.data)))}
+				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable exit event %q", remote.CleanMessage(string(ev.data)))}
 			}
 			return execEnd{exitCode: *x.ExitCode}, nil
 		case "error":
@@ -153,12 +155,12 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 				Code  string `json:"code"`
 			}
 			if err := json.Unmarshal(ev.data, &x); err != nil {
-				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable error event %q", cleanMessage(string(ev.data)))}
+				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable error event %q", remote.CleanMessage(string(ev.data)))}
 			}
 			if x.Code == "" {
 				x.Code = "exec_error"
 			}
-			return execEnd{exitCode: -1, errCode: cleanMessage(x.Code), errMsg: cleanMessage(x.Error)}, nil
+			return execEnd{exitCode: -1, errCode: remote.CleanMessage(x.Code), errMsg: remote.CleanMessage(x.Error)}, nil
 		}
 	}
 }

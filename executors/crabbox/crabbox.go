@@ -142,23 +142,11 @@ func New(opts Options) (*Executor, error) {
 	if len(missing) > 0 {
 		return nil, &NotConfiguredError{Missing: missing}
 	}
-	var errs []error
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"timeout", &opts.Timeout, DefaultTimeout},
-		{"kill grace", &opts.KillGrace, DefaultKillGrace},
-		{"step grace", &opts.StepGrace, DefaultStepGrace},
-	} {
-		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("crabbox %s %v is negative", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
+	errs := remote.DefaultDurations("crabbox",
+		remote.DurationOption{Name: "timeout", V: &opts.Timeout, Def: DefaultTimeout},
+		remote.DurationOption{Name: "kill grace", V: &opts.KillGrace, Def: DefaultKillGrace},
+		remote.DurationOption{Name: "step grace", V: &opts.StepGrace, Def: DefaultStepGrace},
+	)
 	if opts.MaxOutputBytes < 0 {
 		errs = append(errs, fmt.Errorf("crabbox max output bytes %d is negative", opts.MaxOutputBytes))
 	}
@@ -181,7 +169,7 @@ func New(opts Options) (*Executor, error) {
 		secrets = append(slices.Clone(secrets), validation.Secret{Name: "GILF_CRABBOX_TOKEN", Value: opts.Token})
 	}
 	opts.Secrets = secrets
-	return &Executor{opts: opts, env: CLIEnv(opts), withheld: secretNames(secrets)}, nil
+	return &Executor{opts: opts, env: CLIEnv(opts), withheld: remote.SecretNames(secrets)}, nil
 }
 
 // Name is executors.NameManagedCrabbox.
@@ -204,49 +192,13 @@ func Argv(bin, provider, class, shellName string) []string {
 // (none holding a worker secret other than the token, which goes only in
 // EnvToken), the coordinator, and the forwarding allow-list pinned to CI.
 func CLIEnv(opts Options) []string {
-	vals := map[string]string{}
-	allowed := EnvAllowList()
-	for _, kv := range opts.Env {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !slices.Contains(allowed, name) || holdsSecret(value, opts.Secrets) {
-			continue
-		}
-		vals[name] = value
-	}
-	if vals["PATH"] == "" {
-		vals["PATH"] = DefaultPath
-	}
+	vals := cmdrun.InheritEnv(opts.Env, EnvAllowList(), opts.Secrets, DefaultPath)
 	vals[EnvCoordinator] = opts.Coordinator
 	if opts.Token != "" {
 		vals[EnvToken] = opts.Token
 	}
 	vals[EnvEnvAllow] = "CI"
-	env := make([]string, 0, len(vals))
-	for name, value := range vals {
-		env = append(env, name+"="+value)
-	}
-	slices.Sort(env)
-	return env
-}
-
-func holdsSecret(value string, secrets []validation.Secret) bool {
-	for _, s := range secrets {
-		if len(s.Value) >= validation.MinSecretLength && strings.Contains(value, s.Value) {
-			return true
-		}
-	}
-	return false
-}
-
-func secretNames(secrets []validation.Secret) []string {
-	var names []string
-	for _, s := range secrets {
-		if s.Name != "" && !slices.Contains(names, s.Name) {
-			names = append(names, s.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
+	return cmdrun.EnvList(vals)
 }
 
 // Run copies req.Dir, writes the marker shell into the copy and runs it

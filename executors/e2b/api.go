@@ -9,12 +9,13 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
-	"strings"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // MaxResponseBytes bounds a JSON answer of the E2B API or envd that gilf
 // decodes (sandbox, sandbox detail, upload result).
-const MaxResponseBytes = 1 << 20
+const MaxResponseBytes = remote.MaxResponseBytes
 
 // sandboxIDPattern is what gilf accepts as a sandbox ID: it becomes a path
 // segment of the API and a DNS label of the envd host.
@@ -75,14 +76,14 @@ func (c *apiClient) create(ctx context.Context, req createRequest) (sandboxInfo,
 		return info, err
 	}
 	defer resp.Body.Close()
-	if err := decodeJSON(resp.Body, &info); err != nil {
+	if err := remote.DecodeJSON(resp.Body, &info); err != nil {
 		return info, fmt.Errorf("e2b: create sandbox: %w", err)
 	}
 	if !sandboxIDPattern.MatchString(info.SandboxID) {
-		return info, fmt.Errorf("e2b: create sandbox: the API returned an unusable sandbox ID %q", cleanMessage(info.SandboxID))
+		return info, fmt.Errorf("e2b: create sandbox: the API returned an unusable sandbox ID %q", remote.CleanMessage(info.SandboxID))
 	}
 	if info.Domain != nil && *info.Domain != "" && !domainPattern.MatchString(*info.Domain) {
-		return info, fmt.Errorf("e2b: create sandbox %s: the API returned an unusable domain %q", info.SandboxID, cleanMessage(*info.Domain))
+		return info, fmt.Errorf("e2b: create sandbox %s: the API returned an unusable domain %q", info.SandboxID, remote.CleanMessage(*info.Domain))
 	}
 	return info, nil
 }
@@ -115,7 +116,7 @@ func (c *apiClient) detail(ctx context.Context, id string) (sandboxDetail, error
 		return d, err
 	}
 	defer resp.Body.Close()
-	if err := decodeJSON(resp.Body, &d); err != nil {
+	if err := remote.DecodeJSON(resp.Body, &d); err != nil {
 		return d, fmt.Errorf("e2b: get sandbox %s: %w", id, err)
 	}
 	return d, nil
@@ -142,62 +143,5 @@ func (c *apiClient) do(ctx context.Context, op, method, path string, body any, w
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		return nil, fmt.Errorf("e2b: %s: %w", op, err)
-	}
-	for _, w := range want {
-		if resp.StatusCode == w {
-			return resp, nil
-		}
-	}
-	defer resp.Body.Close()
-	return nil, apiError(op, resp)
-}
-
-// decodeJSON decodes one bounded JSON value.
-func decodeJSON(r io.Reader, v any) error {
-	b, err := io.ReadAll(io.LimitReader(r, MaxResponseBytes+1))
-	if err != nil {
-		return fmt.Errorf("read response: %w", err)
-	}
-	if len(b) > MaxResponseBytes {
-		return fmt.Errorf("response exceeds %d bytes", MaxResponseBytes)
-	}
-	if err := json.Unmarshal(b, v); err != nil {
-		return fmt.Errorf("decode response: %w", err)
-	}
-	return nil
-}
-
-// noRedirects returns a copy of c that never follows a redirect: the API
-// key is a custom header that Go's client would forward to another host.
-// A redirect then surfaces as an *APIError with its 3xx status.
-func noRedirects(c *http.Client) *http.Client {
-	cp := *c
-	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
-	return &cp
-}
-
-// checkBaseURL accepts https, and plain http only to a loopback host (a
-// local envd in debug mode, a test server): credentials never cross a
-// network in the clear.
-func checkBaseURL(name, raw string) (string, error) {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return "", fmt.Errorf("%s %q: %w", name, raw, err)
-	}
-	if u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
-		return "", fmt.Errorf("%s %q: want scheme://host[:port][/path]", name, raw)
-	}
-	switch u.Scheme {
-	case "https":
-	case "http":
-		if !loopbackHost(u.Hostname()) {
-			return "", fmt.Errorf("%s %q: plain http is allowed only to a loopback host", name, raw)
-		}
-	default:
-		return "", fmt.Errorf("%s %q: scheme %q, want https", name, raw, u.Scheme)
-	}
-	return strings.TrimRight(u.String(), "/"), nil
+	return remote.Send(c.http, req, "e2b", op, func(resp *http.Response) error { return apiError(op, resp) }, want...)
 }

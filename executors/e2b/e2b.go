@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"slices"
@@ -190,25 +189,14 @@ func New(opts Options) (*Executor, error) {
 	} else if opts.TimeoutMs == 0 {
 		opts.TimeoutMs = DefaultTimeout.Milliseconds()
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"setup timeout", &opts.SetupTimeout, DefaultSetupTimeout},
-		{"step grace", &opts.StepGrace, DefaultStepGrace},
-		{"lifetime margin", &opts.LifetimeMargin, DefaultLifetimeMargin},
-		{"create timeout", &opts.CreateTimeout, DefaultCreateTimeout},
-		{"call timeout", &opts.CallTimeout, DefaultCallTimeout},
-		{"upload timeout", &opts.UploadTimeout, DefaultUploadTimeout},
-	} {
-		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("e2b %s %v is negative", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
+	errs = append(errs, remote.DefaultDurations("e2b",
+		remote.DurationOption{Name: "setup timeout", V: &opts.SetupTimeout, Def: DefaultSetupTimeout},
+		remote.DurationOption{Name: "step grace", V: &opts.StepGrace, Def: DefaultStepGrace},
+		remote.DurationOption{Name: "lifetime margin", V: &opts.LifetimeMargin, Def: DefaultLifetimeMargin},
+		remote.DurationOption{Name: "create timeout", V: &opts.CreateTimeout, Def: DefaultCreateTimeout},
+		remote.DurationOption{Name: "call timeout", V: &opts.CallTimeout, Def: DefaultCallTimeout},
+		remote.DurationOption{Name: "upload timeout", V: &opts.UploadTimeout, Def: DefaultUploadTimeout},
+	)...)
 	if opts.MaxArchiveBytes < 0 || opts.MaxOutputBytes < 0 || opts.CPU < 0 || opts.MemoryMB < 0 {
 		errs = append(errs, errors.New("e2b archive, output, CPU and memory limits must not be negative"))
 	}
@@ -219,11 +207,11 @@ func New(opts Options) (*Executor, error) {
 		errs = append(errs, fmt.Errorf("%s %d leaves nothing past the %v lifetime margin", EnvTimeout, opts.TimeoutMs, opts.LifetimeMargin))
 	}
 	var err error
-	if opts.APIURL, err = checkBaseURL("GILF_E2B_API_URL", opts.APIURL); err != nil {
+	if opts.APIURL, err = remote.CheckBaseURL("GILF_E2B_API_URL", opts.APIURL); err != nil {
 		errs = append(errs, err)
 	}
 	if opts.EnvdURL != "" {
-		if opts.EnvdURL, err = checkBaseURL("GILF_E2B_ENVD_URL", opts.EnvdURL); err != nil {
+		if opts.EnvdURL, err = remote.CheckBaseURL("GILF_E2B_ENVD_URL", opts.EnvdURL); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -249,7 +237,7 @@ func New(opts Options) (*Executor, error) {
 	if client == nil {
 		client = &http.Client{}
 	}
-	client = noRedirects(client)
+	client = remote.NoRedirects(client)
 	log := opts.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -272,39 +260,32 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	res = executors.Result{
 		Executor:        e.Name(),
 		Tier:            validation.TierRemote,
-		SecretsWithheld: secretNames(e.secret),
+		SecretsWithheld: remote.SecretNames(e.secret),
 		Started:         time.Now(),
 	}
 	defer func() { res.Finished = time.Now() }()
-	nonce, err := validation.NewNonce()
+	nonce, scripts, err := remote.Shells(req.Plan, MaxShellBytes, "e2b", executors.NameManagedE2B)
 	if err != nil {
-		return executors.Result{}, fmt.Errorf("e2b: %w", err)
-	}
-	scripts := remote.SingleStepShells(req.Plan, nonce)
-	for i, s := range scripts {
-		if len(s) > MaxShellBytes {
-			return executors.Result{}, validation.Refuse(validation.CodeScriptTooLong,
-				"the shell of step %q is %d bytes, over the %d-byte limit of managed-e2b", req.Plan.Steps[i].Name, len(s), MaxShellBytes)
-		}
+		return executors.Result{}, err
 	}
 	secrets := append(slices.Clone(req.Secrets), e.secret...)
 	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
-	if !anyRunnable(req.Plan) {
+	if !remote.AnyRunnable(req.Plan) {
 		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
 		res.Steps = out.Steps
 		res.Notes = []string{"no step was runnable: no sandbox was created"}
 		return res, err
 	}
-	arch, size, err := packArchive(ctx, req.Dir, e.opts.TempRoot, e.opts.MaxArchiveBytes)
+	arch, size, err := remote.PackArchive(ctx, remote.Pack{
+		Dir: req.Dir, TempRoot: e.opts.TempRoot, Pattern: "gilf-e2b-*.tar.gz", MaxBytes: e.opts.MaxArchiveBytes,
+		Prefix: "e2b", Executor: executors.NameManagedE2B,
+	})
 	if err != nil {
 		return executors.Result{}, err
 	}
 	defer func() {
-		if cerr := arch.Close(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("e2b: close archive: %w", cerr))
-		}
-		if rerr := os.Remove(arch.Name()); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("e2b: remove archive: %w", rerr))
+		if derr := remote.DiscardArchive(arch, "e2b"); derr != nil {
+			err = errors.Join(err, derr)
 		}
 	}()
 
@@ -341,7 +322,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		http:      e.http,
 	}
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.opts.Template, cleanMessage(info.EnvdVersion)),
+		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.opts.Template, remote.CleanMessage(info.EnvdVersion)),
 		egress.note(),
 		"step statuses were reported by the executor: each step's marker shell ran in the E2B sandbox; gilf did not observe the exit statuses",
 	)
@@ -380,10 +361,6 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	res.Notes = append(res.Notes, network.notes...)
 	res.Integrity = strings.Join(out.Issues, "; ")
 	return res, err
-}
-
-func anyRunnable(plan validation.Plan) bool {
-	return slices.ContainsFunc(plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" })
 }
 
 // lifetime is the sandbox timeout asked for: setup, every runnable
@@ -450,24 +427,24 @@ func metadata(labels map[string]string) map[string]string {
 // run still cleans up; temporary API errors are retried KillAttempts
 // times.
 func (e *Executor) kill(ctx context.Context, id string) error {
-	var last error
-	for attempt := 1; attempt <= KillAttempts; attempt++ {
-		kctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
-		killed, err := e.api.kill(kctx, id)
-		cancel()
-		if err == nil {
-			e.log.InfoContext(ctx, "e2b sandbox killed", "sandbox_id", id, "was_running", killed)
-			return nil
-		}
-		last = err
-		var ae *APIError
-		if !errors.As(err, &ae) || !ae.Temporary() || attempt == KillAttempts {
-			break
-		}
-		time.Sleep(time.Duration(attempt) * 200 * time.Millisecond)
+	var killed bool
+	err := remote.Retry(ctx, KillAttempts, e.opts.CallTimeout, temporaryAPIError, func(kctx context.Context) error {
+		var err error
+		killed, err = e.api.kill(kctx, id)
+		return err
+	})
+	if err == nil {
+		e.log.InfoContext(ctx, "e2b sandbox killed", "sandbox_id", id, "was_running", killed)
+		return nil
 	}
-	e.log.ErrorContext(ctx, "e2b sandbox not killed", "sandbox_id", id, "err", last)
-	return fmt.Errorf("e2b: cleanup: kill sandbox %s: %w", id, last)
+	e.log.ErrorContext(ctx, "e2b sandbox not killed", "sandbox_id", id, "err", err)
+	return fmt.Errorf("e2b: cleanup: kill sandbox %s: %w", id, err)
+}
+
+// temporaryAPIError reports whether err is an *APIError worth retrying.
+func temporaryAPIError(err error) bool {
+	var ae *APIError
+	return errors.As(err, &ae) && ae.Temporary()
 }
 
 // resources reads the sandbox's size for cost estimates: its detail, or
@@ -490,23 +467,4 @@ func (e *Executor) resources(ctx context.Context, id string, notes []string) (ex
 			d.CPUCount, d.MemoryMB, e.opts.CPU, e.opts.MemoryMB))
 	}
 	return got, notes
-}
-
-func secretNames(secrets []validation.Secret) []string {
-	var names []string
-	for _, s := range secrets {
-		if s.Name != "" && !slices.Contains(names, s.Name) {
-			names = append(names, s.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
-}
-
-func loopbackHost(h string) bool {
-	if strings.EqualFold(h, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(h)
-	return ip != nil && ip.IsLoopback()
 }

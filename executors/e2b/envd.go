@@ -79,19 +79,16 @@ func (c *envdClient) upload(ctx context.Context, path string, f io.Reader, size 
 	req.ContentLength = int64(len(prefix)) + size + int64(len(suffix))
 	req.Header.Set("Content-Type", mw.FormDataContentType())
 	c.header(req)
-	resp, err := c.http.Do(req)
+	resp, err := remote.Send(c.http, req, "e2b", "upload archive", func(resp *http.Response) error { return apiError("upload archive", resp) }, http.StatusOK)
 	if err != nil {
-		return fmt.Errorf("e2b: upload archive: %w", err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return apiError("upload archive", resp)
-	}
 	var written []struct {
 		Path string `json:"path"`
 		Type string `json:"type"`
 	}
-	if err := decodeJSON(resp.Body, &written); err != nil {
+	if err := remote.DecodeJSON(resp.Body, &written); err != nil {
 		return fmt.Errorf("e2b: upload archive: %w", err)
 	}
 	for _, w := range written {
@@ -132,17 +129,15 @@ func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, ti
 	req.Header.Set("Keepalive-Ping-Interval", strconv.Itoa(KeepaliveSeconds))
 	req.Header.Set("Authorization", "Basic "+base64.StdEncoding.EncodeToString([]byte(c.user+":")))
 	c.header(req)
-	resp, err := c.http.Do(req)
+	// envd's auth middleware and E2B's proxy answer before any framing:
+	// a status other than 200 is an *APIError.
+	resp, err := remote.Send(c.http, req, "e2b", op, func(resp *http.Response) error { return apiError(op, resp) }, http.StatusOK)
 	if err != nil {
-		return remote.ProcEnd{}, fmt.Errorf("e2b: %s: %w", op, err)
+		return remote.ProcEnd{}, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		// envd's auth middleware and E2B's proxy answer before any framing.
-		return remote.ProcEnd{}, apiError(op, resp)
-	}
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/connect+json") {
-		return remote.ProcEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", cleanMessage(ct))}
+		return remote.ProcEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", remote.CleanMessage(ct))}
 	}
 	end, err := readProcessStream(&frameReader{r: resp.Body, max: MaxFrameBytes}, out, started)
 	if err != nil {
@@ -191,7 +186,7 @@ func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32))
 					}
 					return end, nil
 				}
-				return end, &RPCError{Code: es.Error.Code, Message: cleanMessage(es.Error.Message)}
+				return end, &RPCError{Code: es.Error.Code, Message: remote.CleanMessage(es.Error.Message)}
 			}
 			if !gotEnd {
 				return end, streamBroken("the stream ended without an end event")
@@ -220,7 +215,7 @@ func readProcessStream(fr *frameReader, out io.Writer, started func(pid uint32))
 			gotEnd = true
 			end.Exited = e.End.Exited
 			end.Code = int(e.End.ExitCode) // omitted when 0
-			end.Status = cleanMessage(e.End.Status)
+			end.Status = remote.CleanMessage(e.End.Status)
 			if end.Status == "" {
 				end.Status = fmt.Sprintf("exit code %d", end.Code)
 			}

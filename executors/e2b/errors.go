@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strings"
-	"unicode"
+
+	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
 // Sentinels for errors.Is. Every error of this package that is not a
@@ -27,10 +27,7 @@ var (
 )
 
 // MaxErrorBodyBytes bounds how much of an error response is read.
-const MaxErrorBodyBytes = 4 << 10
-
-// maxErrorMessageRunes bounds the provider's message kept in an error.
-const maxErrorMessageRunes = 300
+const MaxErrorBodyBytes = remote.MaxErrorBodyBytes
 
 // APIError is a non-success HTTP answer of the E2B API or of envd, before
 // any Connect framing.
@@ -47,15 +44,7 @@ type APIError struct {
 }
 
 func (e *APIError) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "e2b: %s: HTTP %d", e.Op, e.Status)
-	if e.Code != "" {
-		fmt.Fprintf(&b, " (%s)", e.Code)
-	}
-	if e.Msg != "" {
-		fmt.Fprintf(&b, ": %s", e.Msg)
-	}
-	return b.String()
+	return remote.APIErrorText("e2b", e.Op, e.Status, e.Code, e.Msg)
 }
 
 // Is matches ErrUnauthorized for 401 and 403, ErrRateLimited for 429.
@@ -154,40 +143,20 @@ func (e *NotConfiguredError) Error() string {
 // {"message":"…","code":401}; a proxy may answer with plain text or HTML.
 func apiError(op string, resp *http.Response) *APIError {
 	e := &APIError{Op: op, Status: resp.StatusCode}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxErrorBodyBytes))
-	if err != nil {
-		e.Msg = cleanMessage(fmt.Sprintf("%s (error body unreadable: %v)", body, err))
-		return e
-	}
-	var parsed struct {
-		Code      json.RawMessage `json:"code"`
-		ErrorCode string          `json:"error_code"`
-		Message   string          `json:"message"`
-	}
-	if json.Unmarshal(body, &parsed) == nil && (parsed.Message != "" || parsed.ErrorCode != "" || len(parsed.Code) > 0) {
-		e.Code = parsed.ErrorCode
-		if e.Code == "" && len(parsed.Code) > 0 {
-			e.Code = strings.Trim(string(parsed.Code), `"`)
+	e.Code, e.Msg = remote.ReadErrorBody(resp, func(body []byte) (code, msg string, ok bool) {
+		var parsed struct {
+			Code      json.RawMessage `json:"code"`
+			ErrorCode string          `json:"error_code"`
+			Message   string          `json:"message"`
 		}
-		e.Msg = cleanMessage(parsed.Message)
-		return e
-	}
-	e.Msg = cleanMessage(string(body))
+		if json.Unmarshal(body, &parsed) != nil || (parsed.Message == "" && parsed.ErrorCode == "" && len(parsed.Code) == 0) {
+			return "", "", false
+		}
+		code = parsed.ErrorCode
+		if code == "" && len(parsed.Code) > 0 {
+			code = strings.Trim(string(parsed.Code), `"`)
+		}
+		return code, parsed.Message, true
+	})
 	return e
-}
-
-// cleanMessage keeps a provider message fit for an error string: printable
-// runes only, bounded.
-func cleanMessage(s string) string {
-	s = strings.Map(func(r rune) rune {
-		if unicode.IsControl(r) || r == unicode.ReplacementChar {
-			return ' '
-		}
-		return r
-	}, s)
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > maxErrorMessageRunes {
-		s = string(r[:maxErrorMessageRunes]) + "…"
-	}
-	return s
 }

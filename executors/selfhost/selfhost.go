@@ -149,22 +149,11 @@ func New(opts Options) (*Executor, error) {
 	default:
 		errs = append(errs, fmt.Errorf("%s %q: want %q or %q", NetworkEnv, opts.Network, validation.NetworkNone, validation.NetworkFull))
 	}
-	for _, d := range []struct {
-		name string
-		v    *time.Duration
-		def  time.Duration
-	}{
-		{"timeout", &opts.Timeout, DefaultTimeout},
-		{"kill grace", &opts.KillGrace, DefaultKillGrace},
-		{"step grace", &opts.StepGrace, DefaultStepGrace},
-	} {
-		switch {
-		case *d.v < 0:
-			errs = append(errs, fmt.Errorf("self-host %s %v is negative", d.name, *d.v))
-		case *d.v == 0:
-			*d.v = d.def
-		}
-	}
+	errs = append(errs, remote.DefaultDurations("self-host",
+		remote.DurationOption{Name: "timeout", V: &opts.Timeout, Def: DefaultTimeout},
+		remote.DurationOption{Name: "kill grace", V: &opts.KillGrace, Def: DefaultKillGrace},
+		remote.DurationOption{Name: "step grace", V: &opts.StepGrace, Def: DefaultStepGrace},
+	)...)
 	if opts.MaxOutputBytes < 0 {
 		errs = append(errs, fmt.Errorf("self-host max output bytes %d is negative", opts.MaxOutputBytes))
 	}
@@ -181,7 +170,7 @@ func New(opts Options) (*Executor, error) {
 		argv:     argv,
 		opts:     opts,
 		env:      ChildEnv(opts.Env, opts.Network, opts.Secrets),
-		withheld: secretNames(opts.Secrets),
+		withheld: remote.SecretNames(opts.Secrets),
 	}, nil
 }
 
@@ -199,45 +188,9 @@ func Argv(command []string, archivePath, shellPath string, timeout time.Duration
 // allow-listed names only (PATH defaulted), minus any whose value holds
 // a secret, plus the network intent. Sorted, so it is stable.
 func ChildEnv(worker []string, network validation.Network, secrets []validation.Secret) []string {
-	vals := map[string]string{}
-	allowed := EnvAllowList()
-	for _, kv := range worker {
-		name, value, ok := strings.Cut(kv, "=")
-		if !ok || !slices.Contains(allowed, name) || holdsSecret(value, secrets) {
-			continue
-		}
-		vals[name] = value
-	}
-	if vals["PATH"] == "" {
-		vals["PATH"] = DefaultPath
-	}
+	vals := cmdrun.InheritEnv(worker, EnvAllowList(), secrets, DefaultPath)
 	vals[NetworkEnv] = string(network)
-	env := make([]string, 0, len(vals))
-	for name, value := range vals {
-		env = append(env, name+"="+value)
-	}
-	slices.Sort(env)
-	return env
-}
-
-func holdsSecret(value string, secrets []validation.Secret) bool {
-	for _, s := range secrets {
-		if len(s.Value) >= validation.MinSecretLength && strings.Contains(value, s.Value) {
-			return true
-		}
-	}
-	return false
-}
-
-func secretNames(secrets []validation.Secret) []string {
-	var names []string
-	for _, s := range secrets {
-		if s.Name != "" && !slices.Contains(names, s.Name) {
-			names = append(names, s.Name)
-		}
-	}
-	slices.Sort(names)
-	return names
+	return cmdrun.EnvList(vals)
 }
 
 // Run packs req.Dir and runs the plan through the command. See Executor

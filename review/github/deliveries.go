@@ -12,7 +12,7 @@ import (
 // Limits of the webhook-delivery listing.
 const (
 	// DefaultMaxDeliveries bounds how many deliveries FailedDeliveries
-	// reads when its max is 0 or less.
+	// reads when its limit is 0 or less.
 	DefaultMaxDeliveries = 1000
 	// MaxDeliveriesPerPage is GitHub's largest per_page for
 	// GET /app/hook/deliveries.

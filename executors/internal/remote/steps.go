@@ -297,3 +297,27 @@ func SplitIssues(integrity string) []string {
 func UnendedIssue(step string) string {
 	return fmt.Sprintf("step %q has a START marker but no END marker", step)
 }
+
+// Shells makes a run's nonce and one marker shell per runnable step
+// (SingleStepShells). A shell over maxBytes is refused
+// (script_too_long), naming executor; prefix starts other errors.
+func Shells(plan validation.Plan, maxBytes int, prefix, executor string) (nonce string, scripts [][]byte, err error) {
+	nonce, err = validation.NewNonce()
+	if err != nil {
+		return "", nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	scripts = SingleStepShells(plan, nonce)
+	for i, s := range scripts {
+		if len(s) > maxBytes {
+			return "", nil, validation.Refuse(validation.CodeScriptTooLong,
+				"the shell of step %q is %d bytes, over the %d-byte limit of %s", plan.Steps[i].Name, len(s), maxBytes, executor)
+		}
+	}
+	return nonce, scripts, nil
+}
+
+// AnyRunnable reports whether the plan has a step that is not
+// inconclusive: without one, no sandbox is needed.
+func AnyRunnable(plan validation.Plan) bool {
+	return slices.ContainsFunc(plan.Steps, func(s validation.Step) bool { return s.Inconclusive == "" })
+}

@@ -8,7 +8,9 @@
 // tokens are minted, expire, are scoped to the repositories named when
 // minting and are checked on every call; the tarball endpoint redirects
 // to a separate codeload server with a one-time credential in the query;
-// reviews and check runs that were posted are listed back. Every request
+// reviews and check runs that were posted are listed back; the App
+// webhook's delivery log (SetDeliveries) is listed with cursor pagination
+// and redelivery requests are recorded (Redeliveries). Every request
 // is recorded (method, path, JSON body) and faults can be injected per
 // endpoint.
 //
@@ -158,6 +160,7 @@ type Server struct {
 	checkRuns    []map[string]any
 	nextID       int64
 	lastJWTTimes [2]time.Time
+	hooks        hookDeliveries
 }
 
 type token struct {
@@ -239,6 +242,8 @@ func New(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("GET "+bp+"/repos/{owner}/{repo}/pulls/{number}/reviews", s.repo(ListReviews, s.listReviews))
 	mux.HandleFunc("POST "+bp+"/repos/{owner}/{repo}/check-runs", s.repo(CreateCheckRun, s.createCheckRun))
 	mux.HandleFunc("GET "+bp+"/repos/{owner}/{repo}/commits/{ref}/check-runs", s.repo(ListCheckRuns, s.listCheckRuns))
+	mux.HandleFunc("GET "+bp+"/app/hook/deliveries", s.app(ListDeliveries, s.listDeliveries))
+	mux.HandleFunc("POST "+bp+"/app/hook/deliveries/{id}/attempts", s.app(Redeliver, s.redeliver))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, "", "none", nil)
 		s.basicError(w, http.StatusNotFound, "Not Found")

@@ -1,0 +1,46 @@
+package remote
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// DurationOption is one duration setting of an executor: its name for
+// messages, where it is, and its default.
+type DurationOption struct {
+	Name string
+	V    *time.Duration
+	Def  time.Duration
+}
+
+// DefaultDurations sets each zero option to its default and returns one
+// error per negative option ("<prefix> <name> <value> is negative"),
+// which it leaves as it is.
+func DefaultDurations(prefix string, opts ...DurationOption) []error {
+	var errs []error
+	for _, d := range opts {
+		switch {
+		case *d.V < 0:
+			errs = append(errs, fmt.Errorf("%s %s %v is negative", prefix, d.Name, *d.V))
+		case *d.V == 0:
+			*d.V = d.Def
+		}
+	}
+	return errs
+}
+
+// SecretNames lists the names of secrets, each once, sorted; secrets
+// without a name are left out.
+func SecretNames(secrets []validation.Secret) []string {
+	var names []string
+	for _, s := range secrets {
+		if s.Name != "" && !slices.Contains(names, s.Name) {
+			names = append(names, s.Name)
+		}
+	}
+	slices.Sort(names)
+	return names
+}
