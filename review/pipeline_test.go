@@ -147,7 +147,8 @@ func TestPipelineEndings(t *testing.T) {
 			gh:   fakeGitHub{pr: PR{HeadSHA: "ffff"}, files: code}, wantOutcome: validation.OutcomeSkipped, wantStale: true,
 		},
 	}
-	for _, tt := range tests {
+	for i := range tests {
+		tt := &tests[i] // fakeGitHub holds a mutex: never copy it
 		t.Run(tt.name, func(t *testing.T) {
 			job := tt.job
 			if job.ID == 0 {

@@ -178,17 +178,10 @@ func New(opts Options) (*Executor, error) {
 	if opts.TempRoot == "" {
 		opts.TempRoot = os.TempDir()
 	}
-	client := opts.HTTPClient
-	if client == nil {
-		client = &http.Client{}
-	}
 	// A redirect would carry the bearer token only to the same host, but
 	// there is no reason to follow one: it surfaces as an *APIError.
-	client = remote.NoRedirects(client)
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	client := remote.Client(opts.HTTPClient)
+	log := remote.Logger(opts.Logger)
 	return &Executor{
 		opts:   opts,
 		bridge: &bridgeClient{base: base, token: opts.Token, http: client},

@@ -41,7 +41,7 @@ const (
 	// timing JSON line and the error lines before it.
 	StderrTailBytes = MaxTimingLineBytes + 4096
 	// DefaultPath is the CLI's PATH when the worker's environment has none.
-	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	DefaultPath = cmdrun.DefaultPath
 )
 
 // The CLI's documented environment (crabbox internal/cli/config.go).

@@ -233,15 +233,8 @@ func New(opts Options) (*Executor, error) {
 	if opts.TempRoot == "" {
 		opts.TempRoot = os.TempDir()
 	}
-	client := opts.HTTPClient
-	if client == nil {
-		client = &http.Client{}
-	}
-	client = remote.NoRedirects(client)
-	log := opts.Logger
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
+	client := remote.Client(opts.HTTPClient)
+	log := remote.Logger(opts.Logger)
 	secrets := append(slices.Clone(opts.Secrets), validation.Secret{Name: EnvAPIKey, Value: opts.APIKey})
 	return &Executor{
 		opts:   opts,

@@ -41,7 +41,7 @@ const (
 	DiagnosticTailBytes = 2048
 	// DefaultPath is the PATH the command gets when the worker's
 	// environment has none.
-	DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+	DefaultPath = cmdrun.DefaultPath
 	// NetworkEnv names the variable that conveys the network intent to
 	// the command, which must enforce it.
 	NetworkEnv = "GILF_SELF_HOST_NETWORK"

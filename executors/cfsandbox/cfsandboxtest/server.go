@@ -31,6 +31,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/gilf-review/gilf/executors/internal/standin"
 )
 
 // Limits of the bridge.
@@ -301,7 +303,7 @@ func (s *Server) destroyLocked(id string) {
 	delete(s.live, id)
 	for p := range sb.procs {
 		p.gone.Store(true)
-		killGroup(p.pgid)
+		standin.KillGroup(p.pgid, syscall.SIGKILL)
 	}
 }
 
@@ -470,31 +472,20 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 }
 
 func (s *Server) start(sb *sandbox, argv []string, dir string, deadline time.Duration) (*proc, error) {
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return nil, err
-	}
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		return nil, errors.Join(err, outR.Close(), outW.Close())
-	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Dir = dir
 	cmd.Env = []string{"PATH=" + s.opts.Path, "HOME=" + sb.dir, "LANG=C.UTF-8"}
-	cmd.Stdout, cmd.Stderr = outW, errW
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	// Started under the lock, so Close (which sets closed under it before
 	// waiting) never races a new process.
 	s.mu.Lock()
-	_, alive := s.live[sb.id]
-	startErr := errors.New("the sandbox is gone")
-	if alive && !s.closed {
-		startErr = cmd.Start()
+	var gone error
+	if _, alive := s.live[sb.id]; !alive || s.closed {
+		gone = errors.New("the sandbox is gone")
 	}
-	closeErr := errors.Join(outW.Close(), errW.Close())
-	if startErr != nil {
+	outR, errR, err := standin.Start(cmd, gone)
+	if err != nil {
 		s.mu.Unlock()
-		return nil, errors.Join(startErr, closeErr, outR.Close(), errR.Close())
+		return nil, err
 	}
 	p := &proc{pgid: cmd.Process.Pid, events: make(chan procEvent, 16)}
 	sb.procs[p] = struct{}{}
@@ -503,45 +494,15 @@ func (s *Server) start(sb *sandbox, argv []string, dir string, deadline time.Dur
 	s.mu.Unlock()
 	go func() {
 		defer s.procsDone.Done()
-		var readers sync.WaitGroup
-		read := func(f *os.File, stream string) {
-			defer readers.Done()
-			defer f.Close()
-			buf := make([]byte, ChunkBytes)
-			for {
-				n, err := f.Read(buf)
-				if n > 0 {
-					p.events <- procEvent{stream: stream, data: bytes.Clone(buf[:n])}
-				}
-				if err != nil {
-					return
-				}
-			}
-		}
-		readers.Add(2)
-		go read(outR, "stdout")
-		go read(errR, "stderr")
-		var timer *time.Timer
-		if deadline > 0 {
-			timer = time.AfterFunc(deadline, func() { p.timedOut.Store(true); killGroup(p.pgid) })
-		}
-		waitErr := cmd.Wait()
-		if timer != nil {
-			timer.Stop()
-		}
+		waitErr := standin.Watch{
+			Cmd: cmd, PGID: p.pgid, Stdout: outR, Stderr: errR, ChunkBytes: ChunkBytes,
+			Deadline: deadline, TimedOut: func() { p.timedOut.Store(true) },
+			Send: func(stream string, data []byte) { p.events <- procEvent{stream: stream, data: data} },
+		}.Wait()
 		var ee *exec.ExitError
 		if waitErr != nil && !errors.As(waitErr, &ee) {
 			p.gone.Store(true)
 		}
-		done := make(chan struct{})
-		go func() { readers.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(500 * time.Millisecond):
-			killGroup(p.pgid)
-			<-done
-		}
-		killGroup(p.pgid)
 		p.events <- procEvent{state: cmd.ProcessState}
 		close(p.events)
 		s.mu.Lock()
@@ -550,10 +511,4 @@ func (s *Server) start(sb *sandbox, argv []string, dir string, deadline time.Dur
 		s.mu.Unlock()
 	}()
 	return p, nil
-}
-
-func killGroup(pgid int) {
-	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil && !errors.Is(err, syscall.ESRCH) {
-		return // nothing more a stand-in can do
-	}
 }

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gilf-review/gilf/executors/internal/standin"
 )
 
 func (s *Server) serveAPI(w http.ResponseWriter, r *http.Request) {
@@ -173,7 +175,7 @@ func (s *Server) killLocked(id string) bool {
 	sb.timer.Stop()
 	for _, p := range sb.procs {
 		p.gone.Store(true)
-		killGroup(p.pgid, syscall.SIGKILL)
+		standin.KillGroup(p.pgid, syscall.SIGKILL)
 	}
 	return true
 }

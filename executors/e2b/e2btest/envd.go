@@ -14,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/executors/internal/standin"
 )
 
 func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, hostID string) {
@@ -365,6 +367,6 @@ func (s *Server) signal(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeJSON(w, http.StatusNotFound, map[string]any{"code": "not_found", "message": fmt.Sprintf("process with pid %d not found", req.Process.Pid)})
 		return
 	}
-	killGroup(p.pgid, syscallSignal(sig))
+	standin.KillGroup(p.pgid, syscallSignal(sig))
 	writeJSON(w, http.StatusOK, map[string]any{})
 }

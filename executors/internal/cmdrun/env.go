@@ -7,6 +7,10 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
+// DefaultPath is the PATH a command gets when the worker's environment
+// has none.
+const DefaultPath = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
+
 // InheritEnv picks from the worker's environment ("NAME=value") the
 // variables named in allowed, leaving out any whose value holds one of
 // secrets, and defaults PATH to defaultPath. The caller adds its own

@@ -91,7 +91,7 @@ func ParsePlatform(s string) validation.Platform {
 		case "os":
 			p.OS = strings.ToLower(v)
 		case "arch":
-			p.Arch = GoArch(v)
+			p.Arch = goArch(v)
 		case "kernel":
 			p.Kernel = v
 		case "node":
@@ -101,9 +101,9 @@ func ParsePlatform(s string) validation.Platform {
 	return p
 }
 
-// GoArch names a machine (uname -m) as Go does, as the local executor
+// goArch names a machine (uname -m) as Go does, as the local executor
 // reports it.
-func GoArch(m string) string {
+func goArch(m string) string {
 	switch m {
 	case "x86_64", "amd64":
 		return "amd64"

@@ -46,10 +46,20 @@ func DecodeJSON(r io.Reader, v any) error {
 	return nil
 }
 
-// NoRedirects returns a copy of c that never follows a redirect:
+// Client is the client an executor calls its provider with: c, or a
+// client with no overall timeout (streams are long) when c is nil, made
+// never to follow a redirect.
+func Client(c *http.Client) *http.Client {
+	if c == nil {
+		c = &http.Client{}
+	}
+	return noRedirects(c)
+}
+
+// noRedirects returns a copy of c that never follows a redirect:
 // credentials in a header could otherwise be forwarded to another host.
 // A redirect then surfaces as its 3xx status.
-func NoRedirects(c *http.Client) *http.Client {
+func noRedirects(c *http.Client) *http.Client {
 	cp := *c
 	cp.CheckRedirect = func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 	return &cp
@@ -69,7 +79,7 @@ func CheckBaseURL(name, raw string) (string, error) {
 	switch u.Scheme {
 	case "https":
 	case "http":
-		if !LoopbackHost(u.Hostname()) {
+		if !loopbackHost(u.Hostname()) {
 			return "", fmt.Errorf("%s %q: plain http is allowed only to a loopback host", name, raw)
 		}
 	default:
@@ -78,8 +88,8 @@ func CheckBaseURL(name, raw string) (string, error) {
 	return strings.TrimRight(u.String(), "/"), nil
 }
 
-// LoopbackHost reports whether h is localhost or a loopback IP.
-func LoopbackHost(h string) bool {
+// loopbackHost reports whether h is localhost or a loopback IP.
+func loopbackHost(h string) bool {
 	if strings.EqualFold(h, "localhost") {
 		return true
 	}

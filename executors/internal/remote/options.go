@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"log/slog"
 	"slices"
 	"time"
 
@@ -30,6 +31,14 @@ func DefaultDurations(prefix string, opts ...DurationOption) []error {
 		}
 	}
 	return errs
+}
+
+// Logger is l, or a logger that discards everything when l is nil.
+func Logger(l *slog.Logger) *slog.Logger {
+	if l == nil {
+		return slog.New(slog.DiscardHandler)
+	}
+	return l
 }
 
 // SecretNames lists the names of secrets, each once, sorted; secrets

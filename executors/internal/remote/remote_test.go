@@ -118,7 +118,7 @@ func TestSend(t *testing.T) {
 		}
 	}))
 	defer srv.Close()
-	client := NoRedirects(srv.Client())
+	client := noRedirects(srv.Client())
 	statusErr := func(resp *http.Response) error { return errors.New("status " + resp.Status) }
 	tests := []struct {
 		name, path, wantErr string
@@ -316,8 +316,8 @@ func TestParsePlatform(t *testing.T) {
 		t.Errorf("ParsePlatform (-want +got):\n%s", diff)
 	}
 	for m, want := range map[string]string{"x86_64": "amd64", "i686": "386", "riscv64": "riscv64"} {
-		if got := GoArch(m); got != want {
-			t.Errorf("GoArch(%q) = %q, want %q", m, got, want)
+		if got := goArch(m); got != want {
+			t.Errorf("goArch(%q) = %q, want %q", m, got, want)
 		}
 	}
 }

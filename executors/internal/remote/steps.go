@@ -76,8 +76,8 @@ const (
 // shell's SIGTERM-to-SIGKILL grace and a second.
 const ShellDeadlineSlack = validation.ShellKillGrace + time.Second
 
-// SingleStepShells builds one marker shell per runnable step.
-func SingleStepShells(plan validation.Plan, nonce string) [][]byte {
+// singleStepShells builds one marker shell per runnable step.
+func singleStepShells(plan validation.Plan, nonce string) [][]byte {
 	scripts := make([][]byte, len(plan.Steps))
 	for i, st := range plan.Steps {
 		if st.Inconclusive != "" {
@@ -299,14 +299,14 @@ func UnendedIssue(step string) string {
 }
 
 // Shells makes a run's nonce and one marker shell per runnable step
-// (SingleStepShells). A shell over maxBytes is refused
+// (nil for an inconclusive one). A shell over maxBytes is refused
 // (script_too_long), naming executor; prefix starts other errors.
 func Shells(plan validation.Plan, maxBytes int, prefix, executor string) (nonce string, scripts [][]byte, err error) {
 	nonce, err = validation.NewNonce()
 	if err != nil {
 		return "", nil, fmt.Errorf("%s: %w", prefix, err)
 	}
-	scripts = SingleStepShells(plan, nonce)
+	scripts = singleStepShells(plan, nonce)
 	for i, s := range scripts {
 		if len(s) > maxBytes {
 			return "", nil, validation.Refuse(validation.CodeScriptTooLong,

@@ -14,6 +14,10 @@ import (
 	"time"
 )
 
+// ReaderGrace is how long after a process's leader exits its output
+// pipes may stay open (a backgrounded child) before its group is killed.
+const ReaderGrace = 500 * time.Millisecond
+
 // Watch is one started process group, watched until it ends.
 type Watch struct {
 	Cmd  *exec.Cmd // started with Setpgid, its output on the pipes below
@@ -28,9 +32,6 @@ type Watch struct {
 	// called first.
 	Deadline time.Duration
 	TimedOut func()
-	// ReaderGrace is how long after the leader exits the output pipes may
-	// stay open (a backgrounded child) before the group is killed.
-	ReaderGrace time.Duration
 	// Send gets each chunk, in order per stream ("stdout", "stderr"); it
 	// is called from two goroutines, which have returned when Wait
 	// returns.
@@ -76,7 +77,7 @@ func (w Watch) Wait() error {
 	go func() { readers.Wait(); close(done) }()
 	select {
 	case <-done:
-	case <-time.After(w.ReaderGrace):
+	case <-time.After(ReaderGrace):
 		KillGroup(w.PGID, syscall.SIGKILL)
 		<-done
 	}
@@ -90,4 +91,37 @@ func KillGroup(pgid int, sig syscall.Signal) {
 	if err := syscall.Kill(-pgid, sig); err != nil && !errors.Is(err, syscall.ESRCH) {
 		return // nothing more a stand-in can do
 	}
+}
+
+// Start starts cmd in its own process group with stdout and stderr on
+// pipes, and returns their read ends for a Watch. gone, when not nil, is
+// returned instead of starting (the sandbox went away); the caller decides
+// it under its lock and keeps holding the lock until the process is
+// registered, so a Close never races a new process.
+func Start(cmd *exec.Cmd, gone error) (stdout, stderr *os.File, err error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		return nil, nil, errors.Join(err, outR.Close(), outW.Close())
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	startErr := gone
+	if startErr == nil {
+		startErr = cmd.Start()
+	}
+	// The child has its copies; the parent's write ends must close so
+	// the readers see EOF.
+	closeErr := errors.Join(outW.Close(), errW.Close())
+	if startErr != nil {
+		return nil, nil, errors.Join(startErr, closeErr, outR.Close(), errR.Close())
+	}
+	if closeErr != nil {
+		KillGroup(cmd.Process.Pid, syscall.SIGKILL)
+		return nil, nil, errors.Join(closeErr, cmd.Wait(), outR.Close(), errR.Close())
+	}
+	return outR, errR, nil
 }
