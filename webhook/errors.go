@@ -15,6 +15,9 @@ var (
 	ErrBadDeliveryID    = errors.New("bad delivery id")
 	ErrBadEvent         = errors.New("bad event")
 	ErrBadPayload       = errors.New("bad payload")
+	// ErrTooManyBadSignatures: the client failed the signature check too
+	// often in this window (W4); answered without another HMAC.
+	ErrTooManyBadSignatures = errors.New("too many bad signatures")
 	// ErrUnavailable means the store could not commit the delivery (locked
 	// past its busy timeout, disk full, closed): GitHub must see a failure
 	// so the delivery is redelivered, never a 2xx.
@@ -35,6 +38,8 @@ func statusOf(err error) (int, string) {
 		return http.StatusBadRequest, "body could not be read"
 	case errors.Is(err, ErrBadSignature):
 		return http.StatusUnauthorized, "invalid signature"
+	case errors.Is(err, ErrTooManyBadSignatures):
+		return http.StatusTooManyRequests, "too many invalid signatures; try again later"
 	case errors.Is(err, ErrBadDeliveryID):
 		return http.StatusBadRequest, "invalid X-GitHub-Delivery"
 	case errors.Is(err, ErrBadEvent):

@@ -60,6 +60,14 @@ type Config struct {
 	MaxBodyBytes int64
 	// Now stamps deliveries; default time.Now.
 	Now func() time.Time
+	// Allow limits which accounts and installations get jobs; empty allows
+	// all.
+	Allow Allowlist
+	// BadSignatureLimit is how many failed signature checks one client
+	// address may make per BadSignatureWindow before it is answered 429
+	// (DefaultBadSignatureLimit when 0; negative turns the guard off).
+	BadSignatureLimit  int
+	BadSignatureWindow time.Duration
 }
 
 // Handler is the http.Handler for POST /webhook.
@@ -71,6 +79,8 @@ type Handler struct {
 	timeout time.Duration
 	maxBody int64
 	now     func() time.Time
+	allow   Allowlist
+	bad     *badSignatures
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
@@ -97,6 +107,8 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 	if h.now == nil {
 		h.now = time.Now
 	}
+	h.allow = cfg.Allow
+	h.bad = newBadSignatures(cfg.BadSignatureLimit, cfg.BadSignatureWindow, h.now)
 	return h, nil
 }
 
@@ -140,11 +152,16 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (reply, error) {
 		w.Header().Set("Allow", http.MethodPost)
 		return reply{}, ErrMethodNotAllowed
 	}
+	client := clientOf(r)
+	if h.bad.limited(client) {
+		return reply{}, ErrTooManyBadSignatures
+	}
 	body, err := h.readBody(w, r)
 	if err != nil {
 		return reply{}, err
 	}
 	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
+		h.bad.failed(client)
 		return reply{}, err
 	}
 	id, err := deliveryID(r.Header.Values("X-GitHub-Delivery"))
@@ -180,6 +197,9 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request) (reply, error) {
 				del.HeadSHA = p.PullRequest.HeadSHA
 			}
 		}
+	}
+	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) {
+		dec = notAllowed()
 	}
 	del.Status, del.Reason, del.Cancel = dec.status, dec.reason, dec.cancel
 

@@ -14,6 +14,7 @@ import (
 	"github.com/gilf-review/gilf/executors/selfhost"
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/webhook"
 )
 
 // Defaults and bounds of the serve settings.
@@ -51,6 +52,10 @@ type ServeConfig struct {
 	Crabbox      CrabboxConfig
 	E2B          E2BConfig
 	CFSandbox    CFSandboxConfig
+	// Allow is GILF_ALLOWED_ACCOUNTS (owner logins) and
+	// GILF_ALLOWED_INSTALLATIONS (ids), comma or space separated: when
+	// either is set, pull requests of others are recorded and ignored.
+	Allow webhook.Allowlist
 	// RedeliverySweep is GILF_REDELIVERY_SWEEP_MS: how often to ask
 	// GitHub to redeliver failed webhook deliveries; 0 (the default) is
 	// off, else at least MinRedeliverySweep.
@@ -178,6 +183,9 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 		}
 	}
 	if s.ReviewDrafts, err = flag01(getenv, "GILF_REVIEW_DRAFTS"); err != nil {
+		errs = append(errs, err)
+	}
+	if s.Allow, err = allowlist(getenv("GILF_ALLOWED_ACCOUNTS"), getenv("GILF_ALLOWED_INSTALLATIONS")); err != nil {
 		errs = append(errs, err)
 	}
 	errs = millisOr(getenv, "GILF_JOB_LEASE_MS", &s.JobLease, errs)
@@ -381,4 +389,28 @@ func (s ServeConfig) App(readFile func(string) ([]byte, error)) (AppCredentials,
 		a.PrivateKey = k
 	}
 	return a, errors.Join(errs...)
+}
+
+// allowlist parses GILF_ALLOWED_ACCOUNTS and GILF_ALLOWED_INSTALLATIONS.
+func allowlist(accounts, installations string) (webhook.Allowlist, error) {
+	var a webhook.Allowlist
+	split := func(s string) []string {
+		return strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' })
+	}
+	for _, acc := range split(accounts) {
+		for _, r := range acc {
+			if !(r == '-' || r == '_' || '0' <= r && r <= '9' || 'a' <= r && r <= 'z' || 'A' <= r && r <= 'Z') {
+				return a, fmt.Errorf("GILF_ALLOWED_ACCOUNTS: %q is not a GitHub login", acc)
+			}
+		}
+		a.Accounts = append(a.Accounts, acc)
+	}
+	for _, v := range split(installations) {
+		id, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || id <= 0 {
+			return a, fmt.Errorf("GILF_ALLOWED_INSTALLATIONS: %q is not an installation id", v)
+		}
+		a.Installations = append(a.Installations, id)
+	}
+	return a, nil
 }

@@ -147,7 +147,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	metrics := newServeMetrics(db)
 	wake := make(chan struct{}, 1)
 	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
-		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts})
+		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts, Allow: sc.Allow})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}

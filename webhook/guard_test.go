@@ -1,0 +1,88 @@
+package webhook_test
+
+import (
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/webhook"
+)
+
+// W4: a client probing signatures is cut off after BadSignatureLimit
+// failures in a window; a delivery that verifies is never limited, and the
+// window turns.
+func TestBadSignatureGuard(t *testing.T) {
+	now := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	e := newEnv(t, webhook.Config{BadSignatureLimit: 3, BadSignatureWindow: time.Minute, Now: clock}, store.Options{})
+	body := realPayload(t, "ping", "payload")
+	forge := func(r *http.Request) {
+		r.Header.Set("X-Hub-Signature-256", "sha256="+string(make([]byte, 0))+"00000000000000000000000000000000000000000000000000000000000000ff")
+	}
+	for i := range 3 {
+		if a := e.send(t, "ping", e.nextID(), body, forge); a.code != http.StatusUnauthorized {
+			t.Fatalf("bad signature %d: %d, want 401", i+1, a.code)
+		}
+	}
+	if a := e.send(t, "ping", e.nextID(), body, forge); a.code != http.StatusTooManyRequests {
+		t.Fatalf("bad signature past the limit: %d, want 429", a.code)
+	}
+	// A limited client's valid delivery is still refused until the window
+	// turns: the guard answers before reading the body.
+	if a := e.send(t, "ping", e.nextID(), body, nil); a.code != http.StatusTooManyRequests {
+		t.Fatalf("valid delivery from a limited client: %d, want 429", a.code)
+	}
+	if n := e.count(t); n != 0 {
+		t.Fatalf("%d deliveries stored by a probing client", n)
+	}
+	now = now.Add(time.Minute)
+	if a := e.send(t, "ping", e.nextID(), body, nil); a.code != http.StatusOK {
+		t.Fatalf("valid delivery after the window: %d, want 200", a.code)
+	}
+}
+
+func TestBadSignatureGuardValidNeverCounts(t *testing.T) {
+	e := newEnv(t, webhook.Config{BadSignatureLimit: 1}, store.Options{})
+	body := realPayload(t, "ping", "payload")
+	for i := range 5 {
+		if a := e.send(t, "ping", e.nextID(), body, nil); a.code != http.StatusOK {
+			t.Fatalf("valid delivery %d: %d", i, a.code)
+		}
+	}
+}
+
+// W14: an allowlist of accounts and installations; a pull request from
+// anyone else is recorded and ignored (202), with no job.
+func TestAllowlist(t *testing.T) {
+	body := realPayload(t, "pull_request", "opened")
+	tests := []struct {
+		name    string
+		allow   webhook.Allowlist
+		wantJob bool
+	}{
+		{"empty allows everyone", webhook.Allowlist{}, true},
+		{"owner listed, other case", webhook.Allowlist{Accounts: []string{"codertocat"}}, true},
+		{"owner not listed", webhook.Allowlist{Accounts: []string{"someone-else"}}, false},
+		{"installation listed", webhook.Allowlist{Installations: []int64{1}}, true},
+		{"installation not listed", webhook.Allowlist{Installations: []int64{2}}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			e := newEnv(t, webhook.Config{Allow: tt.allow}, store.Options{})
+			a := e.send(t, "pull_request", e.nextID(), body, nil)
+			if a.code != http.StatusAccepted {
+				t.Fatalf("answer %d %+v, want 202", a.code, a.body)
+			}
+			if got := a.body.Job != 0; got != tt.wantJob {
+				t.Fatalf("job created = %v (%+v), want %v", got, a.body, tt.wantJob)
+			}
+			if !tt.wantJob && (a.body.Status != "ignored" || a.body.Reason == "") {
+				t.Errorf("refused delivery answered %+v, want ignored with a reason", a.body)
+			}
+			if e.count(t) != 1 {
+				t.Errorf("the delivery must be recorded whatever the allowlist says")
+			}
+		})
+	}
+}
