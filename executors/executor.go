@@ -51,6 +51,21 @@ type Request struct {
 	Labels map[string]string
 	// Progress, when set, is told when each step starts. It must not block.
 	Progress func(step string, started time.Time)
+	// Run holds the per-run settings of the merged repository config's
+	// nested crabbox and e2b objects (run-specific values win over the
+	// worker's, SPEC §3.1). Executors that have no such settings ignore it.
+	Run RunConfig
+}
+
+// RunConfig is the per-run part of an executor's settings. Empty fields
+// keep the executor's own configuration.
+type RunConfig struct {
+	CrabboxProvider string
+	CrabboxClass    string
+	E2BTemplate     string
+	// E2BTimeout can only shorten the sandbox lifetime the worker allows
+	// (GILF_E2B_TIMEOUT_MS): a repository cannot buy longer sandboxes.
+	E2BTimeout time.Duration
 }
 
 // Resources describe what a run was given, for cost estimates. Zero means

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/evidence"
@@ -312,6 +313,10 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 	req := executors.Request{
 		Plan: plan, Dir: root, Secrets: p.Secrets,
 		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID)},
+		Run: executors.RunConfig{
+			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
+			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,
+		},
 	}
 	if plan.Gap != nil {
 		return done(RecordInput{Plan: plan, Executor: exec.Name()})

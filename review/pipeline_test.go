@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/executortest"
@@ -202,5 +203,26 @@ func TestPipelinePublishErrors(t *testing.T) {
 	res, err := newTestPipeline(t, g, nil).Run(context.Background(), job)
 	if err != nil || !res.Stale || res.Posted {
 		t.Errorf("stale head at post time: res=%+v err=%v", res, err)
+	}
+}
+
+// The repository's nested crabbox and e2b objects reach the executor, run
+// values winning over the worker's (SPEC §3.1).
+func TestPipelinePassesRunConfig(t *testing.T) {
+	fake := &executortest.Fake{ExecName: executors.NameManagedE2B}
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "index.js"}}, manifest: `{"scripts":{"test":"node t.js"}}`,
+		config: "validation:\n  e2b:\n    template: node-22\n    timeoutMs: 60000\n  crabbox:\n    class: large\n"}
+	p := newTestPipeline(t, g, executors.Set{fake})
+	p.Worker = ValidationConfig{Crabbox: CrabboxConfig{Provider: "aws", Class: "small"}, E2B: E2BConfig{Template: "base"}}
+	if _, err := p.Run(context.Background(), Job{ID: 1, InstallationID: 2, Owner: "o", Repo: "r", Number: 3, HeadSHA: head}); err != nil {
+		t.Fatal(err)
+	}
+	reqs := fake.Requests()
+	if len(reqs) != 1 {
+		t.Fatalf("executor ran %d times", len(reqs))
+	}
+	want := executors.RunConfig{CrabboxProvider: "aws", CrabboxClass: "large", E2BTemplate: "node-22", E2BTimeout: time.Minute}
+	if reqs[0].Run != want {
+		t.Errorf("run config %+v, want %+v", reqs[0].Run, want)
 	}
 }

@@ -232,7 +232,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
 	stderr := &tailBuffer{limit: StderrTailBytes}
 	pr := cmdrun.Run(ctx, cmdrun.Spec{
-		Argv:      Argv(e.opts.Bin, e.opts.Provider, e.opts.Class, shellName),
+		Argv:      Argv(e.opts.Bin, orDefault(req.Run.CrabboxProvider, e.opts.Provider), orDefault(req.Run.CrabboxClass, e.opts.Class), shellName),
 		Env:       e.env,
 		Dir:       work,
 		Stdout:    obs,
@@ -406,4 +406,12 @@ func (t *tailBuffer) bytes() []byte {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	return slices.Clone(t.buf)
+}
+
+// orDefault is the run's setting when set, else the executor's.
+func orDefault(run, worker string) string {
+	if run != "" {
+		return run
+	}
+	return worker
 }

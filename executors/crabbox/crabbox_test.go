@@ -401,6 +401,16 @@ func TestRunBrokenCLI(t *testing.T) {
 			t.Fatalf("err = %v, want the stand-in's complaint", err)
 		}
 	})
+	t.Run("the run's class reaches the CLI", func(t *testing.T) {
+		f := newFixture(t, "ok")
+		e := f.executor(t, nil)
+		req := request(t, step(validation.StepTest, "exit 0"))
+		req.Run = executors.RunConfig{CrabboxClass: "beast"}
+		_, err := run(t, e, req)
+		if err == nil || !strings.Contains(err.Error(), "class beast") {
+			t.Fatalf("err = %v, want the stand-in's complaint about the run's class", err)
+		}
+	})
 	t.Run("binary missing", func(t *testing.T) {
 		f := newFixture(t, "ok")
 		e := f.executor(t, func(o *Options) { o.Bin = filepath.Join(t.TempDir(), "crabbox") })

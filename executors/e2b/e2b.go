@@ -283,7 +283,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	}()
 
 	egress := planEgress(req.Plan, e.opts.AllowOut)
-	lifetime, capped := e.lifetime(req.Plan)
+	lifetime, capped := e.lifetime(req.Plan, req.Run)
 	createdAt := time.Now()
 	info, err := e.create(ctx, req, egress, lifetime)
 	if err != nil {
@@ -315,7 +315,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		http:      e.http,
 	}
 	res.Notes = append(res.Notes,
-		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.opts.Template, remote.CleanMessage(info.EnvdVersion)),
+		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.template(req.Run), remote.CleanMessage(info.EnvdVersion)),
 		egress.note(),
 		"step statuses were reported by the executor: each step's marker shell ran in the E2B sandbox; gilf did not observe the exit statuses",
 	)
@@ -361,8 +361,11 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 // margin, capped by
 // TimeoutMs (capped reports the cap). A step without a timeout takes the
 // cap. Whole seconds, rounded up.
-func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool) {
+func (e *Executor) lifetime(plan validation.Plan, run executors.RunConfig) (d time.Duration, capped bool) {
 	limit := time.Duration(e.opts.TimeoutMs) * time.Millisecond
+	if run.E2BTimeout > 0 && run.E2BTimeout < limit {
+		limit = run.E2BTimeout // a repository may shorten it, never lengthen it
+	}
 	d = e.opts.SetupTimeout + e.opts.LifetimeMargin
 	for _, st := range plan.Steps {
 		if st.Inconclusive != "" {
@@ -387,7 +390,7 @@ func (e *Executor) lifetime(plan validation.Plan) (d time.Duration, capped bool)
 // create asks the API for a sandbox.
 func (e *Executor) create(ctx context.Context, req executors.Request, egress egressPlan, lifetime time.Duration) (sandboxInfo, error) {
 	body := createRequest{
-		TemplateID: e.opts.Template,
+		TemplateID: e.template(req.Run),
 		Timeout:    int64(lifetime / time.Second),
 		Secure:     true,
 		Metadata:   metadata(req.Labels),
@@ -402,7 +405,7 @@ func (e *Executor) create(ctx context.Context, req executors.Request, egress egr
 	if err != nil {
 		return info, err
 	}
-	e.log.InfoContext(ctx, "e2b sandbox created", "sandbox_id", info.SandboxID, "template", e.opts.Template, "timeout_s", body.Timeout)
+	e.log.InfoContext(ctx, "e2b sandbox created", "sandbox_id", info.SandboxID, "template", body.TemplateID, "timeout_s", body.Timeout)
 	return info, nil
 }
 
@@ -460,4 +463,13 @@ func (e *Executor) resources(ctx context.Context, id string, notes []string) (ex
 			d.CPUCount, d.MemoryMB, e.opts.CPU, e.opts.MemoryMB))
 	}
 	return got, notes
+}
+
+// template is the run's E2B template when its config names one, else the
+// executor's.
+func (e *Executor) template(run executors.RunConfig) string {
+	if run.E2BTemplate != "" {
+		return run.E2BTemplate
+	}
+	return e.opts.Template
 }

@@ -598,7 +598,7 @@ func TestLifetime(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got, capped := e.lifetime(validation.Plan{Steps: tc.steps})
+			got, capped := e.lifetime(validation.Plan{Steps: tc.steps}, executors.RunConfig{})
 			if got != tc.want || capped != tc.capped {
 				t.Errorf("lifetime = %v capped %v, want %v %v", got, capped, tc.want, tc.capped)
 			}
@@ -659,6 +659,41 @@ func TestCancelWhilePreparing(t *testing.T) {
 				t.Errorf("%d creates, %d kills: the sandbox made during the cancel must be killed", c, k)
 			}
 			f.srv.CheckClean(t, 5*time.Second)
+		})
+	}
+}
+
+// The merged repository config's nested e2b object wins for the template,
+// and may shorten the sandbox lifetime but never lengthen it.
+func TestRunConfigOverrides(t *testing.T) {
+	tests := []struct {
+		name         string
+		run          executors.RunConfig
+		wantTemplate string
+		wantTimeout  int64
+	}{
+		{"worker settings", executors.RunConfig{}, "base", 30},
+		{"run template and a shorter lifetime", executors.RunConfig{E2BTemplate: "node-20", E2BTimeout: 10 * time.Second}, "node-20", 10},
+		{"a longer lifetime is not granted", executors.RunConfig{E2BTimeout: time.Hour}, "base", 30},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFixture(t, nil)
+			e := f.exec(t, func(o *Options) { o.TimeoutMs = 30_000; o.Template = "base" })
+			req := request(t, sh(validation.StepTest, "exit 0"))
+			req.Run = tt.run
+			if _, err := run(t, e, req); err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			c := f.srv.Creates()[0]
+			var template string
+			var timeout int64
+			if err := json.Unmarshal(c.Fields["templateID"], &template); err != nil || template != tt.wantTemplate {
+				t.Errorf("templateID %q (%v), want %q", template, err, tt.wantTemplate)
+			}
+			if err := json.Unmarshal(c.Fields["timeout"], &timeout); err != nil || timeout != tt.wantTimeout {
+				t.Errorf("timeout %d (%v), want %d", timeout, err, tt.wantTimeout)
+			}
 		})
 	}
 }
