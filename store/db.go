@@ -52,12 +52,6 @@ const (
 	DefaultMaxBatch = 256
 	// DefaultReadConns is the size of the read pool.
 	DefaultReadConns = 4
-	// DefaultInlineBodyBytes: a group commit whose bodies total at most
-	// this keeps them in their rows (one fsync: the WAL's); a larger one
-	// writes them to the body log, fsynced while its statements run. One
-	// lone 25 KB delivery is cheaper inline (one fsync instead of two);
-	// from two on, SQLite's per-byte cost outweighs the second fsync.
-	DefaultInlineBodyBytes = 32 << 10
 )
 
 // pageSize is the page size of a new database: SQLite's default, which
@@ -92,13 +86,9 @@ type Options struct {
 	ReadConns   int
 	// CheckpointInterval defaults to DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
-	// InlineBodyBytes defaults to DefaultInlineBodyBytes; negative: every
-	// body goes to the body log.
-	InlineBodyBytes int64
-	// MaxBytes caps the database file and, separately, the delivery body
-	// log beside it (0: no cap beyond the disk). When a write would pass
-	// either, the write fails as if the disk were full, and intake answers
-	// 503, so a delivery flood cannot fill the volume.
+	// MaxBytes caps the database file (0: no cap beyond the disk). When a
+	// write would pass it, the write fails as if the disk were full, and
+	// intake answers 503, so a delivery flood cannot fill the volume.
 	MaxBytes int64
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
@@ -126,9 +116,6 @@ func (o Options) withDefaults() Options {
 	if o.MaxBatch <= 0 {
 		o.MaxBatch = DefaultMaxBatch
 	}
-	if o.InlineBodyBytes == 0 {
-		o.InlineBodyBytes = DefaultInlineBodyBytes
-	}
 	if o.ReadConns <= 0 {
 		o.ReadConns = DefaultReadConns
 	}
@@ -153,7 +140,6 @@ type DB struct {
 	log    *slog.Logger
 	opts   Options
 	stmts  intakeStmts
-	bodies *bodyLog // raw delivery bodies; see bodies.go
 	reqs   chan *intakeReq
 	quit   chan struct{}
 	wg     sync.WaitGroup
@@ -201,13 +187,9 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	if err := r.PingContext(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", path, err), r.Close(), ck.Close(), w.Close())
 	}
-	bodies, err := openBodyLog(path, opts.MaxBytes)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), ck.Close(), w.Close())
-	}
-	d := &DB{w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, reqs: make(chan *intakeReq), quit: make(chan struct{})}
+	d := &DB{w: w, r: r, ck: ck, log: logger, opts: opts, reqs: make(chan *intakeReq), quit: make(chan struct{})}
 	if err := d.stmts.prepare(ctx, w); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), r.Close(), ck.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), ck.Close(), w.Close())
 	}
 	life := context.WithoutCancel(ctx)
 	d.wg.Add(2)
@@ -265,7 +247,7 @@ func (d *DB) Close() error {
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		err = errors.Join(d.stmts.close(), d.bodies.close(), d.r.Close(), d.ck.Close(), d.w.Close())
+		err = errors.Join(d.stmts.close(), d.r.Close(), d.ck.Close(), d.w.Close())
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}

@@ -19,27 +19,16 @@ type StoredDelivery struct {
 // the id was never recorded.
 func (d *DB) Delivery(ctx context.Context, id string) (StoredDelivery, error) {
 	var s StoredDelivery
-	var inst, pr, job, off, n, crc sql.NullInt64
-	var seg sql.NullString
+	var inst, pr, job sql.NullInt64
 	var at int64
 	err := d.r.QueryRowContext(ctx, `SELECT id, event, action, installation_id, repo, pr, head_sha, received_at,
-		status, reason, job_id, body, body_segment, body_offset, body_length, body_crc32c
-		FROM deliveries WHERE id = ?`, id).Scan(&s.ID, &s.Event, &s.Action, &inst,
-		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body, &seg, &off, &n, &crc)
+		status, reason, job_id, body FROM deliveries WHERE id = ?`, id).Scan(&s.ID, &s.Event, &s.Action, &inst,
+		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("delivery %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return s, fmt.Errorf("delivery %q: %w", id, err)
-	}
-	if seg.Valid { // in the body log (rows from before migration 0002 keep it in the column)
-		ref := bodyRef{segment: seg.String, offset: off.Int64, length: n.Int64, crc: uint32(crc.Int64)}
-		if !off.Valid || !n.Valid || !crc.Valid || crc.Int64 < 0 || crc.Int64 > 1<<32-1 {
-			return s, fmt.Errorf("delivery %q: %w: incomplete body reference", id, ErrBodyCorrupt)
-		}
-		if s.Body, err = readBody(d.bodies.dir, ref); err != nil {
-			return s, fmt.Errorf("delivery %q: %w", id, err)
-		}
 	}
 	s.InstallationID, s.PR, s.JobID, s.ReceivedAt = inst.Int64, int(pr.Int64), job.Int64, fromMs(at)
 	return s, nil

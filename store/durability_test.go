@@ -32,9 +32,6 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(childEnv); path != "" {
 		os.Exit(claimChild(path))
 	}
-	if path := os.Getenv(intakeChildEnv); path != "" {
-		os.Exit(intakeChild(path))
-	}
 	os.Exit(m.Run())
 }
 

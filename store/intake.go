@@ -106,43 +106,16 @@ func (d *DB) writer(ctx context.Context) {
 	}
 }
 
-// commitBatch writes the batch's bodies to the body log (one write per
-// body, one fsync) while the batch's statements run, and commits the rows
-// that point at them only after the bodies are durable: the body fsync and
-// the statements overlap, the commit order stays body first.
 func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	results := make([]intakeRes, len(batch))
-	refs := make([]bodyRef, len(batch))
-	var err error
-	if batchBytes(batch) <= d.opts.InlineBodyBytes {
-		// Small: the bodies go in their rows, one fsync in all.
-		err = d.runBatch(ctx, batch, refs, results, noWait)
-	} else if err = d.bodies.place(batch, refs); err == nil {
-		written := make(chan error, 1)
-		go func() { written <- d.bodies.write(batch, refs) }()
-		waited := false
-		wait := func() error {
-			waited = true
-			return <-written
-		}
-		err = d.runBatch(ctx, batch, refs, results, wait)
-		if !waited { // the transaction failed before its commit
-			if werr := <-written; werr != nil {
-				// No body is durable: the whole batch fails, none
-				// is retried alone against a missing body.
-				d.log.Warn("group commit failed twice: statements and body log", "statements_err", err)
-				err = werr
-			}
-		}
-	}
+	err := d.runBatch(ctx, batch, results)
 	var bad *itemError
 	if errors.As(err, &bad) && len(batch) > 1 {
 		// One delivery failed and took the shared transaction with it:
-		// commit each alone, so only the bad one fails. The bodies are
-		// durable by now; the rows reuse their references.
+		// commit each alone, so only the bad one fails.
 		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", batch[bad.i].d.ID, "err", bad.err)
 		for i, r := range batch {
-			if err := d.runBatch(ctx, batch[i:i+1], refs[i:i+1], results[i:i+1], noWait); err != nil {
+			if err := d.runBatch(ctx, batch[i:i+1], results[i:i+1]); err != nil {
 				results[i] = intakeRes{err: err}
 			}
 			r.done <- results[i]
@@ -157,16 +130,6 @@ func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	}
 }
 
-func noWait() error { return nil }
-
-func batchBytes(batch []*intakeReq) int64 {
-	var n int64
-	for _, r := range batch {
-		n += int64(len(r.d.Body))
-	}
-	return n
-}
-
 // itemError is one delivery's failure inside a batch.
 type itemError struct {
 	i   int
@@ -177,9 +140,7 @@ func (e *itemError) Error() string { return e.err.Error() }
 func (e *itemError) Unwrap() error { return e.err }
 
 // runBatch records a batch in one transaction: all or nothing.
-// before runs after the statements and before the commit; its error
-// rolls the batch back.
-func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, refs []bodyRef, results []intakeRes, before func() error) (err error) {
+func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
 	tx, err := d.w.BeginTx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
@@ -191,14 +152,11 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, refs []bodyRef, r
 	}()
 	st := d.stmts.in(ctx, tx)
 	for i, r := range batch {
-		res, err := d.recordTx(ctx, st, r.d, r.job, refs[i])
+		res, err := d.recordTx(ctx, st, r.d, r.job)
 		if err != nil {
 			return &itemError{i: i, err: err} // the caller logs it, once
 		}
 		results[i] = intakeRes{res: res}
-	}
-	if err := before(); err != nil {
-		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -207,7 +165,7 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, refs []bodyRef, r
 }
 
 // recordTx writes one delivery inside the batch transaction.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, body bodyRef) (validation.RecordResult, error) {
+func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	var jobID sql.NullInt64
 	var state string
@@ -255,15 +213,9 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Deliver
 		}
 		res.Cancelled = int(n)
 	}
-	// A zero reference: the body goes in its row (a small batch).
-	inline, seg := del.Body, sql.NullString{String: body.segment, Valid: body.segment != ""}
-	if seg.Valid {
-		inline = []byte{}
-	}
 	if _, err := st.insDelivery.ExecContext(ctx,
 		del.ID, del.Event, del.Action, nullInt(del.InstallationID), del.Repo, nullInt(int64(del.PR)), del.HeadSHA,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, jobID, inline,
-		seg, body.offset, body.length, int64(body.crc),
+		ms(del.ReceivedAt), string(del.Status), del.Reason, jobID, del.Body,
 	); err != nil {
 		return res, fmt.Errorf("insert delivery: %w", err)
 	}
@@ -334,10 +286,8 @@ const (
 	sqlCancel = `UPDATE jobs SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM json_each(?5)))`
-	// body is x'' when the body is in the body log (body_segment set).
 	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha,
-		received_at, status, reason, job_id, body, body_segment, body_offset, body_length, body_crc32c)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		received_at, status, reason, job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 type intakeStmts struct {

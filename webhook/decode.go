@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/bits"
 	"strconv"
 )
 
@@ -450,16 +451,35 @@ const (
 	swarHigh = 0x8080808080808080
 )
 
+// plainRun returns the index of the first byte at or after i that may be
+// special (see specialWord), eight bytes at a time: long plain runs (a pull
+// request body) cost a few operations a word. It may stop early, at a
+// plain byte, never past a special one.
+func plainRun(b []byte, i int) int {
+	for ; i+8 <= len(b); i += 8 {
+		if m := specialMask(binary.LittleEndian.Uint64(b[i : i+8])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+	}
+	return i
+}
+
 // specialWord reports whether any of the eight bytes of x (a word of a
 // JSON string) needs skipString's byte-wise look: a quote, a backslash, a
 // control character or a non-ASCII byte. It may say true for a word of
 // plain bytes (then the byte loop finds nothing special), never false for
 // a special one: x-ones·n & ^x & high is nonzero exactly when some byte of
 // x is below n, for n <= 0x80.
-func specialWord(x uint64) bool {
+func specialWord(x uint64) bool { return specialMask(x) != 0 }
+
+// specialMask has the high bit set of the bytes of x that specialWord
+// calls special; its lowest set bit is exactly at the first special byte
+// (a borrow only runs from a special byte upward, so only bits above the
+// first one can be spurious).
+func specialMask(x uint64) uint64 {
 	quote := x ^ (swarOnes * '"')
 	backslash := x ^ (swarOnes * '\\')
-	return ((quote-swarOnes)&^quote|(backslash-swarOnes)&^backslash|(x-swarOnes*0x20)&^x|x)&swarHigh != 0
+	return ((quote-swarOnes)&^quote | (backslash-swarOnes)&^backslash | (x-swarOnes*0x20)&^x | x) & swarHigh
 }
 
 // skipString validates and skips the string at s.i; plain is false when it
@@ -468,11 +488,7 @@ func (s *scanner) skipString() (plain bool, err error) {
 	s.i++ // '"'
 	plain = true
 	for s.i < len(s.b) {
-		// Eight bytes at a time while none of them is special: long
-		// plain runs (a pull request body) cost a few operations a word.
-		for s.i+8 <= len(s.b) && !specialWord(binary.LittleEndian.Uint64(s.b[s.i:])) {
-			s.i += 8
-		}
+		s.i = plainRun(s.b, s.i)
 		if s.i >= len(s.b) {
 			break
 		}

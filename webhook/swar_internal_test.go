@@ -45,4 +45,26 @@ func TestSpecialWord(t *testing.T) {
 			}
 		}
 	})
+	t.Run("plainRun stops at the first special byte", func(t *testing.T) {
+		r := rand.New(rand.NewPCG(3, 4))
+		for range 50000 {
+			b := make([]byte, r.IntN(40))
+			for i := range b {
+				b[i] = byte(0x20 + r.IntN(0x60))
+				if r.IntN(16) == 0 {
+					b[i] = byte(r.IntN(256))
+				}
+			}
+			first := len(b)
+			for i, c := range b {
+				if specialByte(c) {
+					first = i
+					break
+				}
+			}
+			if got, want := plainRun(b, 0), min(first, len(b)/8*8); got != want {
+				t.Fatalf("%q: plainRun = %d, want %d", b, got, want)
+			}
+		}
+	})
 }

@@ -203,11 +203,10 @@ func run() error {
 
 // durability states the crash model the measured numbers pay for.
 func durability(s store.Synchronous) string {
-	const bodies = "bodies of group commits over store.DefaultInlineBodyBytes go to the body log, fsynced before their rows commit"
 	if s == store.SynchronousNormal {
-		return "durability: synchronous=NORMAL with WAL: every 2xx survives a process crash (the WAL is in the OS page cache); a power loss may roll back the last commits; " + bodies
+		return "durability: synchronous=NORMAL with WAL: every 2xx survives a process crash; a power loss may roll back the last group commits"
 	}
-	return "durability: synchronous=FULL: the WAL is fsynced at every commit, so every 2xx survives a process crash and a power loss; " + bodies
+	return "durability: synchronous=FULL with WAL: every 2xx waits for its group commit's fsync, so it survives a process crash and a power loss"
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
