@@ -235,7 +235,7 @@ func cancelJobs(ctx context.Context, stmt *sql.Stmt, c validation.Cancellation, 
 	if reason == "" {
 		reason = fmt.Sprintf("installation %d removed", c.InstallationID)
 	}
-	n, err := execCount(ctx, stmt, reason, now, c.InstallationID, string(list), string(list))
+	n, err := execCount(ctx, stmt, reason, now, c.InstallationID, string(list), string(list), c.PR)
 	if err != nil {
 		return 0, fmt.Errorf("cancel installation %d: %w", c.InstallationID, err)
 	}
@@ -285,7 +285,7 @@ const (
 		AND state IN ('queued', 'running') AND pr_updated_at <= ?7`
 	sqlCancel = `UPDATE jobs SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
-		AND (?4 = '[]' OR repo IN (SELECT value FROM json_each(?5)))`
+		AND (?4 = '[]' OR repo IN (SELECT value FROM json_each(?5))) AND (?6 = 0 OR pr = ?6)`
 	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha,
 		received_at, status, reason, job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )

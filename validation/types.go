@@ -282,7 +282,10 @@ type Delivery struct {
 type Cancellation struct {
 	InstallationID int64
 	Repos          []string
-	Reason         string
+	// PR, when set, limits the cancellation to that pull request of Repos
+	// (a closed pull request).
+	PR     int
+	Reason string
 }
 
 // JobSpec is the review job a delivery asks for. Jobs are unique by

@@ -86,3 +86,34 @@ func TestAllowlist(t *testing.T) {
 		})
 	}
 }
+
+// A closed pull request cancels its unfinished jobs, and only its own; a
+// reopen makes the job runnable again.
+func TestClosedCancelsTheJob(t *testing.T) {
+	e := newEnv(t, webhook.Config{}, store.Options{})
+	opened := e.send(t, "pull_request", e.nextID(), realPayload(t, "pull_request", "opened"), nil)
+	other := e.send(t, "pull_request", e.nextID(), derive(t, "pull_request", "opened", func(m map[string]any) {
+		m["number"] = 99
+		pr(m)["number"] = 99
+	}), nil)
+	if opened.body.Job == 0 || other.body.Job == 0 || opened.body.Job == other.body.Job {
+		t.Fatalf("setup: %+v %+v", opened.body, other.body)
+	}
+	closed := e.send(t, "pull_request", e.nextID(), derive(t, "pull_request", "closed", func(m map[string]any) {
+		m["number"] = 2
+		pr(m)["number"] = 2
+	}), nil)
+	if closed.code != http.StatusAccepted || closed.body.Cancelled != 1 {
+		t.Fatalf("closed: %d %+v, want 202 with one job cancelled", closed.code, closed.body)
+	}
+	if st := e.jobState(t, opened.body.Job); st.State != store.StateCancelled {
+		t.Errorf("closed PR's job is %s, want cancelled", st.State)
+	}
+	if st := e.jobState(t, other.body.Job); st.State != store.StateQueued {
+		t.Errorf("another PR's job is %s, want queued", st.State)
+	}
+	reopened := e.send(t, "pull_request", e.nextID(), realPayload(t, "pull_request", "opened"), nil)
+	if st := e.jobState(t, reopened.body.Job); reopened.body.Job != opened.body.Job || st.State != store.StateQueued {
+		t.Errorf("a new trigger for the same head: job %d in state %s, want job %d queued again", reopened.body.Job, st.State, opened.body.Job)
+	}
+}

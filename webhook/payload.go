@@ -105,6 +105,20 @@ func classify(event string, p payload, reviewDrafts bool) decision {
 	return decision{status: validation.DeliveryIgnored, reason: "event " + event + " is not acted on", code: 202}
 }
 
+// closedDecision cancels the unfinished jobs of a closed pull request: a
+// review of a closed (or merged) pull request is wasted sandbox time. A
+// reopen makes its job runnable again.
+func closedDecision(p payload) decision {
+	if p.PullRequest == nil || p.Repository == nil || !validRepo(p.Repository.FullName) {
+		return decision{status: validation.DeliveryIgnored, reason: "pull request closed", code: 202}
+	}
+	d := cancelDecision(p, []string{p.Repository.FullName}, "pull request closed")
+	if d.cancel != nil {
+		d.cancel.PR = p.PullRequest.Number
+	}
+	return d
+}
+
 func cancelDecision(p payload, repos []string, reason string) decision {
 	if p.Installation == nil || p.Installation.ID == 0 {
 		return decision{status: validation.DeliveryRecorded, reason: reason + ", but the payload names no installation", code: 202}
@@ -116,6 +130,9 @@ func cancelDecision(p payload, repos []string, reason string) decision {
 }
 
 func classifyPR(p payload, reviewDrafts bool) decision {
+	if p.Action == "closed" {
+		return closedDecision(p)
+	}
 	act := isJobAction(p.Action)
 	if p.Action == "edited" {
 		if !p.BaseChanged {
