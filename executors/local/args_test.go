@@ -35,9 +35,9 @@ func quoteArg(s string) string {
 
 func TestBuildArgsGolden(t *testing.T) {
 	paths := Paths{
-		Workspace: "/work/gilf-local-1/workspace",
-		Home:      "/work/gilf-local-1/home",
-		Tmp:       "/work/gilf-local-1/tmp",
+		Workspace: "/var/lib/gilf-run/gilf-local-1/workspace",
+		Home:      "/var/lib/gilf-run/gilf-local-1/home",
+		Tmp:       "/var/lib/gilf-run/gilf-local-1/tmp",
 	}
 	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkFull, Timeout: time.Minute}
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
