@@ -45,14 +45,11 @@ const (
 	// DefaultMaxArchiveBytes is the bridge's own ceiling on a file write
 	// (32 MiB; it answers 413 above it).
 	DefaultMaxArchiveBytes int64 = 32 << 20
-	// MaxShellBytes bounds one step's shell, which the bridge quotes into
-	// one command line.
-	MaxShellBytes = 64 << 10
-	// KillAttempts is how often destroying the sandbox is tried when the
-	// bridge answers with a temporary error.
-	KillAttempts = 3
-	// SetupOutputBytes is how much of the setup command's output is kept.
-	SetupOutputBytes = 8 << 10
+	// MaxShellBytes, KillAttempts and SetupOutputBytes are the limits
+	// every remote executor shares.
+	MaxShellBytes    = remote.MaxShellBytes
+	KillAttempts     = remote.KillAttempts
+	SetupOutputBytes = remote.SetupOutputBytes
 )
 
 const userAgent = "gilf (managed-cf-sandbox)"

@@ -50,15 +50,11 @@ const (
 	DefaultUploadTimeout = 10 * time.Minute
 	// DefaultMaxArchiveBytes bounds the compressed archive uploaded.
 	DefaultMaxArchiveBytes int64 = 512 << 20
-	// MaxShellBytes bounds one step's shell, which travels as an argument
-	// (Linux's MAX_ARG_STRLEN is 128 KiB); longer is refused.
-	MaxShellBytes = 64 << 10
-	// KillAttempts is how often deleting the sandbox is tried when the API
-	// answers with a temporary error.
-	KillAttempts = 3
-	// SetupOutputBytes is how much of the setup process's output is kept
-	// to read the platform and explain a failure.
-	SetupOutputBytes = 8 << 10
+	// MaxShellBytes, KillAttempts and SetupOutputBytes are the limits
+	// every remote executor shares.
+	MaxShellBytes    = remote.MaxShellBytes
+	KillAttempts     = remote.KillAttempts
+	SetupOutputBytes = remote.SetupOutputBytes
 )
 
 const userAgent = "gilf (managed-e2b)"

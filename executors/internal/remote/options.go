@@ -53,3 +53,16 @@ func SecretNames(secrets []validation.Secret) []string {
 	slices.Sort(names)
 	return names
 }
+
+// Limits every remote sandbox executor shares.
+const (
+	// MaxShellBytes bounds one step's shell, which travels as one command
+	// argument (Linux's MAX_ARG_STRLEN is 128 KiB); longer is refused.
+	MaxShellBytes = 64 << 10
+	// KillAttempts is how often destroying a sandbox is tried when the
+	// provider answers with a temporary error.
+	KillAttempts = 3
+	// SetupOutputBytes is how much of the setup command's output is kept
+	// to read the platform and explain a failure.
+	SetupOutputBytes = 8 << 10
+)
