@@ -2,9 +2,12 @@
 # Measures gilf's webhook intake against a bare net/http handler on
 # loopback at concurrency 1, 16 and 64, and prints a table: requests/s,
 # p99 latency, the gilf/bare ratio, and a durability check (every 2xx
-# answer has its row in SQLite).
+# answer has its row in SQLite). Both servers run in a child process; the
+# load generator is a minimal HTTP/1.1 client in the parent. Each level
+# alternates bare and gilf -repeat times (default 3) and shows the median:
+# on a shared machine the speed drifts between runs by a third.
 #
-# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -synchronous NORMAL]
+# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -repeat 5 -synchronous NORMAL]
 # The payload comes from the shared test data ($GILF_SHARED_DIR, else
 # ../shared beside the repository).
 set -euo pipefail

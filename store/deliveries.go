@@ -19,16 +19,30 @@ type StoredDelivery struct {
 // the id was never recorded.
 func (d *DB) Delivery(ctx context.Context, id string) (StoredDelivery, error) {
 	var s StoredDelivery
-	var inst, pr, job sql.NullInt64
+	var inst, pr, job, off, n, crc sql.NullInt64
+	var seg sql.NullString
 	var at int64
-	err := d.r.QueryRowContext(ctx, `SELECT id, event, action, installation_id, repo, pr, head_sha, received_at,
-		status, reason, job_id, body FROM deliveries WHERE id = ?`, id).Scan(&s.ID, &s.Event, &s.Action, &inst,
-		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body)
+	// The job is found by the key the row carries (migration 0002).
+	err := d.r.QueryRowContext(ctx, `SELECT d.id, d.event, d.action, d.installation_id, d.repo, d.pr, d.head_sha,
+		d.received_at, d.status, d.reason, j.id, d.body, d.body_segment, d.body_offset, d.body_length, d.body_crc32c
+		FROM deliveries d LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
+			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
+		WHERE d.id = ?`, id).Scan(&s.ID, &s.Event, &s.Action, &inst,
+		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body, &seg, &off, &n, &crc)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("delivery %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return s, fmt.Errorf("delivery %q: %w", id, err)
+	}
+	if seg.Valid { // in the body log (rows from before migration 0002 keep it in the column)
+		ref, err := bodyRefOf(seg, off, n, crc)
+		if err == nil {
+			s.Body, err = readBody(d.bodies.dir, ref)
+		}
+		if err != nil {
+			return s, fmt.Errorf("delivery %q: %w", id, err)
+		}
 	}
 	s.InstallationID, s.PR, s.JobID, s.ReceivedAt = inst.Int64, int(pr.Int64), job.Int64, fromMs(at)
 	return s, nil
@@ -41,4 +55,12 @@ func (d *DB) CountDeliveries(ctx context.Context) (int, error) {
 		return 0, fmt.Errorf("count deliveries: %w", err)
 	}
 	return n, nil
+}
+
+// bodyRefOf builds a body reference from a row's columns.
+func bodyRefOf(seg sql.NullString, off, n, crc sql.NullInt64) (bodyRef, error) {
+	if !seg.Valid || !off.Valid || !n.Valid || !crc.Valid || crc.Int64 < 0 || crc.Int64 > 1<<32-1 {
+		return bodyRef{}, fmt.Errorf("%w: incomplete body reference", ErrBodyCorrupt)
+	}
+	return bodyRef{segment: seg.String, offset: off.Int64, length: n.Int64, crc: uint32(crc.Int64)}, nil
 }

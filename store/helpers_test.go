@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -135,4 +136,21 @@ func rawDB(t testing.TB, path string) *sql.DB {
 		}
 	})
 	return raw
+}
+
+// startChild re-executes the test binary as a child that works on the
+// database at path (TestMain dispatches on env) and returns its stdout.
+func startChild(t *testing.T, ctx context.Context, env, path string) (*exec.Cmd, io.Reader) {
+	t.Helper()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), env+"="+path)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return cmd, out
 }

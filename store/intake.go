@@ -1,20 +1,28 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
 
-// intakeReq is one RecordDelivery call waiting for its batch's commit.
+// intakeReq is one RecordDelivery call on its way through the pipeline.
 type intakeReq struct {
-	d    validation.Delivery
-	job  *validation.JobSpec
-	done chan intakeRes // buffered 1: the writer never blocks on it
+	d   validation.Delivery
+	job *validation.JobSpec
+	// stored is d.Body as the body log keeps it, encoded by the caller's
+	// goroutine, in parallel with the other callers; d.Body is dropped.
+	stored encodedBody
+	body   bodyRef // where the body log holds stored
+
+	done chan intakeRes // buffered 1: nobody blocks on answering
 }
 
 type intakeRes struct {
@@ -22,38 +30,53 @@ type intakeRes struct {
 	err error
 }
 
-// RecordDelivery durably records a webhook delivery, the job it asks for
-// (created, or attached to the existing job for the same reviewed state),
-// the supersession of older heads of the same pull request, and the
-// cancellation it carries, all in one transaction. It returns only after
-// that transaction committed (or failed): a caller that answers 2xx after a
-// nil error never acknowledges a delivery that is not on disk.
+// RecordDelivery durably records a webhook delivery — its raw body in the
+// body log, its row — the job it asks for (created, or attached to the
+// existing job for the same reviewed state), the supersession of older
+// heads of the same pull request, and the cancellation it carries, all in
+// one transaction. It returns only after that transaction committed and
+// was synced to disk with the body (or failed): a caller that answers 2xx
+// after a nil error never acknowledges a delivery that is not on disk.
 //
-// A delivery id that is already stored is a Duplicate: nothing is written.
-// Concurrent calls are group-committed: they share one transaction. When
-// one delivery fails inside it, the batch is rolled back and each delivery
-// is committed alone, so the bad one fails alone.
+// A delivery id that is already stored is a Duplicate: nothing is written
+// (unless the stored body was damaged, see bodies.go).
+//
+// Intake is a group commit with the bodies on the side. The writer
+// goroutine takes every delivery waiting, reserves room for their bodies
+// in the body log and hands the bodies to the appender goroutine, which
+// writes and fsyncs them while the writer runs the batch's statements in
+// one transaction and commits it; the writer then waits for the bodies,
+// fsyncs the WAL and answers the callers. When one delivery fails inside a
+// batch's transaction, the batch is rolled back and each delivery is
+// committed alone, so the bad one fails alone.
 func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
-	if err := checkDelivery(del, job); err != nil {
+	fail := func(err error) (validation.RecordResult, error) {
 		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, err)
 	}
-	r := &intakeReq{d: del, job: job, done: make(chan intakeRes, 1)}
+	if err := checkDelivery(del, job); err != nil {
+		return fail(err)
+	}
+	if err := errors.Join(d.wal.failed(), d.bodies.failed()); err != nil {
+		return fail(err)
+	}
+	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
+	r.d.Body = nil // the caller may reuse it once this returns, even early
 	select {
 	case d.reqs <- r:
 	case <-d.quit:
-		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, ErrClosed)
+		return fail(ErrClosed)
 	case <-ctx.Done():
-		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, ctx.Err())
+		return fail(ctx.Err())
 	}
 	select {
 	case res := <-r.done:
 		if res.err != nil {
-			return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, res.err)
+			return fail(res.err)
 		}
 		return res.res, nil
 	case <-ctx.Done():
 		// The batch may still commit; a redelivery is then a duplicate.
-		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, ctx.Err())
+		return fail(ctx.Err())
 	}
 }
 
@@ -79,20 +102,28 @@ func checkDelivery(del validation.Delivery, job *validation.JobSpec) error {
 	return nil
 }
 
-// writer is the group-commit loop: it takes one pending delivery, then
-// every other delivery already waiting (up to MaxBatch), and commits them
-// together. It exits when the store closes.
+// writer takes one pending delivery, then every other delivery already
+// waiting (up to MaxBatch), and commits them together. It exits when the
+// store closes, and then closes the appender's queue.
 func (d *DB) writer(ctx context.Context) {
 	defer d.wg.Done()
-	batch := make([]*intakeReq, 0, d.opts.MaxBatch)
+	defer close(d.appends)
+	lastCheckpoint := time.Now()
 	for {
-		batch = batch[:0]
+		if time.Since(lastCheckpoint) >= d.opts.BusyCheckpointInterval {
+			// Between two batches no commit can race the checkpoint, so
+			// it copies the whole WAL and the next batch starts the WAL
+			// over from its beginning instead of growing it.
+			d.checkpoint(ctx, "PASSIVE")
+			lastCheckpoint = time.Now()
+		}
+		var first *intakeReq
 		select {
-		case r := <-d.reqs:
-			batch = append(batch, r)
+		case first = <-d.reqs:
 		case <-d.quit:
 			return
 		}
+		batch := append(make([]*intakeReq, 0, 8), first)
 	fill:
 		for len(batch) < d.opts.MaxBatch {
 			select {
@@ -106,27 +137,117 @@ func (d *DB) writer(ctx context.Context) {
 	}
 }
 
+// commitBatch reserves the batch's bodies, has the appender write them,
+// runs the batch in one transaction, and answers the batch once the
+// bodies and the commit are on disk.
 func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	results := make([]intakeRes, len(batch))
-	err := d.runBatch(ctx, batch, results)
-	var bad *itemError
-	if errors.As(err, &bad) && len(batch) > 1 {
-		// One delivery failed and took the shared transaction with it:
-		// commit each alone, so only the bad one fails.
-		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", batch[bad.i].d.ID, "err", bad.err)
-		for i, r := range batch {
-			if err := d.runBatch(ctx, batch[i:i+1], results[i:i+1]); err != nil {
-				results[i] = intakeRes{err: err}
-			}
-			r.done <- results[i]
-		}
-		return
-	}
+	live := make([]*intakeReq, 0, len(batch))
+	liveAt := make([]int, 0, len(batch))
 	for i, r := range batch {
-		if err != nil {
+		ref, err := d.bodies.reserve(int64(len(r.stored.b)), r.stored.crc)
+		if err != nil { // fails alone: nothing of it is written
+			results[i] = intakeRes{err: err}
+			continue
+		}
+		r.body = ref
+		live = append(live, r)
+		liveAt = append(liveAt, i)
+	}
+	written := make(chan []error, 1)
+	d.appends <- appendJob{batch: live, done: written}
+	// Until the bodies are durable, no checkpoint may copy this batch's
+	// rows into the database (see bodies.go).
+	d.inFlight.Lock()
+	if len(live) > 0 {
+		res := make([]intakeRes, len(live))
+		err := d.runBatch(ctx, live, res)
+		var bad *itemError
+		if errors.As(err, &bad) && len(live) > 1 {
+			// One delivery failed and took the shared transaction with
+			// it: commit each alone, so only the bad one fails.
+			d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", live[bad.i].d.ID, "err", bad.err)
+			for i := range live {
+				if err := d.runBatch(ctx, live[i:i+1], res[i:i+1]); err != nil {
+					res[i] = intakeRes{err: err}
+				}
+			}
+		} else if err != nil {
+			for i := range res {
+				res[i] = intakeRes{err: err}
+			}
+		}
+		for k, i := range liveAt {
+			results[i] = res[k]
+		}
+	}
+	// The bodies were written and synced while the statements ran; a body
+	// that was not fails its delivery (its row may have committed; the
+	// redelivery heals it, see bodies.go).
+	bodyErrs := <-written
+	d.inFlight.Unlock()
+	for k, err := range bodyErrs {
+		if i := liveAt[k]; err != nil && results[i].err == nil {
+			d.log.Error("delivery body not stored; answered with the error", "delivery_id", batch[i].d.ID, "err", err)
 			results[i] = intakeRes{err: err}
 		}
-		r.done <- results[i]
+	}
+	d.answer(batch, results)
+}
+
+// appendJob is a batch of reserved bodies for the appender; done gets one
+// error (or nil) per body.
+type appendJob struct {
+	batch []*intakeReq
+	done  chan []error
+}
+
+// appender writes reserved bodies and makes them durable: it takes every
+// batch queued for it, writes their bodies one after the other, fsyncs the
+// segment once (with SynchronousFull) and answers each batch. It runs while
+// the writer executes and commits the same batches' statements, so the
+// fsync is usually over before the writer is ready to answer. It exits
+// when the writer closes its queue.
+func (d *DB) appender() {
+	defer d.wg.Done()
+	var group []appendJob
+	for job := range d.appends {
+		group = append(group[:0], job)
+	drain:
+		for {
+			select {
+			case job, ok := <-d.appends:
+				if !ok {
+					break drain
+				}
+				group = append(group, job)
+			default:
+				break drain
+			}
+		}
+		errs := make([][]error, len(group))
+		wrote := false
+		for g, job := range group {
+			errs[g] = make([]error, len(job.batch))
+			for i, r := range job.batch {
+				errs[g][i] = d.bodies.write(r.stored.b, r.body)
+				r.stored.release()
+				wrote = wrote || errs[g][i] == nil
+			}
+		}
+		if wrote && d.opts.Synchronous == SynchronousFull {
+			if err := d.bodies.sync(); err != nil {
+				d.log.Error("body log fsync failed: intake refused until restart", "err", err)
+				for g := range errs {
+					for i := range errs[g] {
+						errs[g][i] = cmp.Or(errs[g][i], err)
+					}
+				}
+			}
+		}
+		for g, job := range group {
+			job.done <- errs[g]
+		}
 	}
 }
 
@@ -152,7 +273,7 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 	}()
 	st := d.stmts.in(ctx, tx)
 	for i, r := range batch {
-		res, err := d.recordTx(ctx, st, r.d, r.job)
+		res, err := d.recordTx(ctx, st, r.d, r.job, r.body)
 		if err != nil {
 			return &itemError{i: i, err: err} // the caller logs it, once
 		}
@@ -164,46 +285,32 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 	return nil
 }
 
-// recordTx writes one delivery inside the batch transaction.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
+// recordTx writes one delivery inside the batch transaction: the delivery
+// row first (its primary key is the dedupe), then its job, the
+// supersession of older heads, and its cancellation. A new job for a new
+// head — almost every delivery — costs four statements: insert the
+// delivery, look the job key up, insert the job, supersede.
+func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, body bodyRef) (validation.RecordResult, error) {
 	var res validation.RecordResult
-	var jobID sql.NullInt64
-	var state string
-	err := st.selDelivery.QueryRowContext(ctx, del.ID).Scan(&jobID, &state)
-	switch {
-	case err == nil:
-		return validation.RecordResult{Duplicate: true, JobID: jobID.Int64, JobState: state}, nil
-	case !errors.Is(err, sql.ErrNoRows):
-		return res, fmt.Errorf("look up delivery: %w", err)
+	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
+	if job != nil { // the row carries the job's key: it is the link to the job
+		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
+	}
+	n, err := execCount(ctx, st.insDelivery,
+		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
+		ms(del.ReceivedAt), string(del.Status), del.Reason,
+		body.segment, body.offset, body.length, int64(body.crc),
+	)
+	if err != nil {
+		return res, fmt.Errorf("insert delivery: %w", err)
+	}
+	if n == 0 { // the id is already recorded: nothing else is written
+		return d.duplicate(ctx, st, del.ID, body)
 	}
 	now := d.nowMs()
 	if job != nil {
-		updated := ms(job.PRUpdatedAt)
-		var stale bool
-		if err := st.newerHead.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&stale); err != nil {
-			return res, fmt.Errorf("look up newer heads: %w", err)
-		}
-		want, reason := StateQueued, ""
-		if stale {
-			want, reason = StateSuperseded, "a newer head of this pull request was already received"
-		}
-		var triggers int
-		if err := st.upsertJob.QueryRowContext(ctx,
-			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-			updated, string(want), reason, now, now, now,
-		).Scan(&res.JobID, &res.JobState, &triggers); err != nil {
-			return res, fmt.Errorf("upsert job: %w", err)
-		}
-		res.JobCreated = triggers == 1
-		jobID = sql.NullInt64{Int64: res.JobID, Valid: true}
-		if js := State(res.JobState); !stale && (js == StateQueued || js == StateRunning) {
-			n, err := execCount(ctx, st.supersede,
-				fmt.Sprintf("superseded by head %s (job %d)", job.HeadSHA, res.JobID), now,
-				job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated)
-			if err != nil {
-				return res, fmt.Errorf("supersede older heads: %w", err)
-			}
-			res.Superseded = int(n)
+		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
+			return res, err
 		}
 	}
 	if c := del.Cancel; c != nil {
@@ -213,11 +320,92 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Deliver
 		}
 		res.Cancelled = int(n)
 	}
-	if _, err := st.insDelivery.ExecContext(ctx,
-		del.ID, del.Event, del.Action, nullInt(del.InstallationID), del.Repo, nullInt(int64(del.PR)), del.HeadSHA,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, jobID, del.Body,
-	); err != nil {
-		return res, fmt.Errorf("insert delivery: %w", err)
+	return res, nil
+}
+
+// duplicate answers a delivery whose id is already recorded with the job
+// it led to. If the recorded body was lost (a power loss between the
+// commit and the body log's fsync, see bodies.go), this delivery's body —
+// GitHub's redelivery of the same payload — takes its place.
+func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyRef) (validation.RecordResult, error) {
+	var jobID, off, n, crc sql.NullInt64
+	var state, seg sql.NullString
+	if err := st.dupJob.QueryRowContext(ctx, id).Scan(&jobID, &state, &seg, &off, &n, &crc); err != nil {
+		return validation.RecordResult{}, fmt.Errorf("look up recorded delivery: %w", err)
+	}
+	res := validation.RecordResult{Duplicate: true, JobID: jobID.Int64, JobState: state.String}
+	if !seg.Valid { // the body is in its row (from before the body log)
+		return res, nil
+	}
+	old, err := bodyRefOf(seg, off, n, crc)
+	if err == nil {
+		_, err = readBody(d.bodies.dir, old)
+	}
+	if !errors.Is(err, ErrBodyCorrupt) && !errors.Is(err, fs.ErrNotExist) {
+		return res, nil // intact, or unreadable for another reason: keep it
+	}
+	d.log.Warn("recorded delivery lost its body; the redelivered body replaces it", "delivery_id", id, "err", err)
+	if _, err := st.healBody.ExecContext(ctx, body.segment, body.offset, body.length, int64(body.crc), id); err != nil {
+		return res, fmt.Errorf("replace lost body: %w", err)
+	}
+	return res, nil
+}
+
+// recordJob creates the job a delivery asks for, or attaches the delivery
+// to the existing job for the same reviewed state, and supersedes older
+// heads of the pull request.
+func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
+	var res validation.RecordResult
+	updated := ms(job.PRUpdatedAt)
+	var id sql.NullInt64
+	var cur sql.NullString
+	var stale bool
+	var older []byte
+	if err := st.lookupJob.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&id, &cur, &stale, &older); err != nil {
+		return res, fmt.Errorf("look up job: %w", err)
+	}
+	want, reason := StateQueued, ""
+	if stale {
+		want, reason = StateSuperseded, "a newer head of this pull request was already received"
+	}
+	switch {
+	case !id.Valid:
+		r, err := st.insJob.ExecContext(ctx,
+			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+			updated, string(want), reason, now, now, now)
+		if err != nil {
+			return res, fmt.Errorf("insert job: %w", err)
+		}
+		if res.JobID, err = r.LastInsertId(); err != nil {
+			return res, fmt.Errorf("insert job: %w", err)
+		}
+		res.JobState, res.JobCreated = string(want), true
+	default:
+		// Another trigger for the same state. A superseded or cancelled
+		// job asked for again (a force-push back to its head, a
+		// reinstalled App) runs again; any other keeps its state.
+		res.JobID, res.JobState = id.Int64, cur.String
+		requeue := want == StateQueued && (State(cur.String) == StateSuperseded || State(cur.String) == StateCancelled)
+		if requeue {
+			res.JobState = string(StateQueued)
+		}
+		if _, err := st.touchJob.ExecContext(ctx, requeue, nullInt(job.InstallationID), job.HeadRepo, updated, now, res.JobID); err != nil {
+			return res, fmt.Errorf("update job %d: %w", res.JobID, err)
+		}
+	}
+	if js := State(res.JobState); !stale && (js == StateQueued || js == StateRunning) && len(older) > 2 {
+		var ids []int64
+		if err := json.Unmarshal(older, &ids); err != nil {
+			return res, fmt.Errorf("supersede older heads: %w", err)
+		}
+		reason := fmt.Sprintf("superseded by head %s (job %d)", job.HeadSHA, res.JobID)
+		for _, old := range ids {
+			n, err := execCount(ctx, st.supersede, reason, now, old)
+			if err != nil {
+				return res, fmt.Errorf("supersede job %d: %w", old, err)
+			}
+			res.Superseded += int(n)
+		}
 	}
 	return res, nil
 }
@@ -256,42 +444,53 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 
 // The statements of intake, prepared once on the writer connection.
 const (
-	sqlSelDelivery = `SELECT d.job_id, COALESCE(j.state, '') FROM deliveries d
-		LEFT JOIN jobs j ON j.id = d.job_id WHERE d.id = ?`
-	sqlNewerHead = `SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated WHERE repo = ?1 AND pr = ?2
-		AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5)`
-	sqlUpsertJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
+	// The primary key is the dedupe: a recorded id inserts nothing.
+	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
+		received_at, status, reason, body_segment, body_offset, body_length, body_crc32c)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	// The job a recorded delivery led to, through the job key it carries.
+	sqlDupJob = `SELECT j.id, j.state, d.body_segment, d.body_offset, d.body_length, d.body_crc32c FROM deliveries d
+		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
+			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
+		WHERE d.id = ?`
+	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?
+		WHERE id = ?`
+	// The job for this reviewed state, if any, and whether a newer head of
+	// the pull request was already received.
+	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
+			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5),
+		(SELECT json_group_array(id) FROM jobs INDEXED BY jobs_pr WHERE repo = ?1 AND pr = ?2
+			AND (head_sha <> ?3 OR base_ref <> ?4) AND state IN ('queued', 'running') AND pr_updated_at <= ?5)
+		FROM (SELECT 1) LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
+	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 		trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-	VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-	ON CONFLICT (repo, pr, head_sha, base_ref) DO UPDATE SET
-		triggers = jobs.triggers + 1,
-		installation_id = COALESCE(excluded.installation_id, jobs.installation_id),
-		head_repo = CASE WHEN excluded.head_repo <> '' THEN excluded.head_repo ELSE jobs.head_repo END,
-		pr_updated_at = MAX(jobs.pr_updated_at, excluded.pr_updated_at),
-		state = CASE WHEN ` + requeue + ` THEN 'queued' ELSE jobs.state END,
-		reason = CASE WHEN ` + requeue + ` THEN '' ELSE jobs.reason END,
-		attempts = CASE WHEN ` + requeue + ` THEN 0 ELSE jobs.attempts END,
-		last_error = CASE WHEN ` + requeue + ` THEN '' ELSE jobs.last_error END,
-		next_attempt_at = CASE WHEN ` + requeue + ` THEN excluded.next_attempt_at ELSE jobs.next_attempt_at END,
-		updated_at = excluded.updated_at
-	RETURNING id, state, triggers`
-	// requeue: a superseded or cancelled job asked for again (a force-push
-	// back to its head, or a reinstalled App) runs again.
-	requeue = `(jobs.state IN ('superseded', 'cancelled') AND excluded.state = 'queued')`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	// ?1: requeue (see recordJob).
+	sqlTouchJob = `UPDATE jobs SET
+		triggers = triggers + 1,
+		installation_id = COALESCE(?2, installation_id),
+		head_repo = CASE WHEN ?3 <> '' THEN ?3 ELSE head_repo END,
+		pr_updated_at = MAX(pr_updated_at, ?4),
+		state = CASE WHEN ?1 THEN 'queued' ELSE state END,
+		reason = CASE WHEN ?1 THEN '' ELSE reason END,
+		attempts = CASE WHEN ?1 THEN 0 ELSE attempts END,
+		last_error = CASE WHEN ?1 THEN '' ELSE last_error END,
+		next_attempt_at = CASE WHEN ?1 THEN ?5 ELSE next_attempt_at END,
+		updated_at = ?5
+		WHERE id = ?6`
 	// INDEXED BY: only the few unfinished jobs of the PR are looked at,
 	// never its whole history.
-	sqlSupersede = `UPDATE jobs INDEXED BY jobs_pr SET state = 'superseded', reason = ?1, updated_at = ?2
-		WHERE repo = ?3 AND pr = ?4 AND (head_sha <> ?5 OR base_ref <> ?6)
-		AND state IN ('queued', 'running') AND pr_updated_at <= ?7`
-	sqlCancel = `UPDATE jobs SET state = 'cancelled', reason = ?1, updated_at = ?2
+	sqlSupersede = `UPDATE jobs SET state = 'superseded', reason = ?1, updated_at = ?2
+		WHERE id = ?3 AND state IN ('queued', 'running')`
+	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
+	// never the history.
+	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM json_each(?5))) AND (?6 = 0 OR pr = ?6)`
-	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha,
-		received_at, status, reason, job_id, body) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 )
 
 type intakeStmts struct {
-	selDelivery, newerHead, upsertJob, supersede, cancel, insDelivery *sql.Stmt
+	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -301,12 +500,14 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 		dst **sql.Stmt
 		q   string
 	}{
-		{&s.selDelivery, sqlSelDelivery},
-		{&s.newerHead, sqlNewerHead},
-		{&s.upsertJob, sqlUpsertJob},
+		{&s.insDelivery, sqlInsDelivery},
+		{&s.dupJob, sqlDupJob},
+		{&s.healBody, sqlHealBody},
+		{&s.lookupJob, sqlLookupJob},
+		{&s.insJob, sqlInsJob},
+		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, sqlCancel},
-		{&s.insDelivery, sqlInsDelivery},
 	} {
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -320,18 +521,20 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 	return boundStmts{
-		selDelivery: tx.StmtContext(ctx, s.selDelivery),
-		newerHead:   tx.StmtContext(ctx, s.newerHead),
-		upsertJob:   tx.StmtContext(ctx, s.upsertJob),
+		insDelivery: tx.StmtContext(ctx, s.insDelivery),
+		dupJob:      tx.StmtContext(ctx, s.dupJob),
+		healBody:    tx.StmtContext(ctx, s.healBody),
+		lookupJob:   tx.StmtContext(ctx, s.lookupJob),
+		insJob:      tx.StmtContext(ctx, s.insJob),
+		touchJob:    tx.StmtContext(ctx, s.touchJob),
 		supersede:   tx.StmtContext(ctx, s.supersede),
 		cancel:      tx.StmtContext(ctx, s.cancel),
-		insDelivery: tx.StmtContext(ctx, s.insDelivery),
 	}
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.selDelivery, s.newerHead, s.upsertJob, s.supersede, s.cancel, s.insDelivery} {
+	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

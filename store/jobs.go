@@ -359,5 +359,8 @@ func (d *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
+	if err := d.durable(); err != nil {
+		return fmt.Errorf("commit: %w", err)
+	}
 	return nil
 }

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"io"
+	"io/fs"
 	"log/slog"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/fstest"
@@ -14,6 +18,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gilf-review/gilf/migrations"
+	"github.com/gilf-review/gilf/validation"
 )
 
 func TestLoadMigrations(t *testing.T) {
@@ -150,7 +155,7 @@ func TestOpenSetsPragmas(t *testing.T) {
 		{db.w, "PRAGMA journal_mode", "wal"},
 		{db.w, "PRAGMA busy_timeout", "5000"},
 		{db.w, "PRAGMA foreign_keys", "1"},
-		{db.w, "PRAGMA synchronous", "2"}, // FULL
+		{db.w, "PRAGMA synchronous", "1"}, // NORMAL: the store fsyncs the WAL itself (walsync.go)
 		{db.r, "PRAGMA query_only", "1"},
 		{db.r, "PRAGMA busy_timeout", "5000"},
 	} {
@@ -182,13 +187,18 @@ func TestQueryPlans(t *testing.T) {
 		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
 		{"rescue", sqlRescue, []string{"jobs_lease"}},
 		{"claim", sqlClaim, []string{"jobs_ready"}},
-		{"newer head", sqlNewerHead, []string{"jobs_pr_updated"}},
-		{"supersede", sqlSupersede, []string{"jobs_pr"}},
-		{"cancel", sqlCancel, []string{"jobs_installation"}},
-		{"delivery", sqlSelDelivery, []string{"sqlite_autoindex_deliveries_1"}},
+		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "INDEX jobs_pr (", "sqlite_autoindex_jobs_1"}},
+		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
+		{"supersede", sqlSupersede, []string{"INTEGER PRIMARY KEY"}},
+		{"cancel", sqlCancel, []string{"INDEX jobs_pr"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := strings.Count(tt.q, "?")
+			for _, m := range regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(tt.q, -1) {
+				if k, _ := strconv.Atoi(m[1]); k > n || n == strings.Count(tt.q, "?") {
+					n = k // numbered: the highest
+				}
+			}
 			args := make([]any, 0, n)
 			for range n {
 				args = append(args, 1)
@@ -208,7 +218,9 @@ func TestQueryPlans(t *testing.T) {
 				plan = append(plan, detail)
 			}
 			all := strings.Join(plan, "\n")
-			if strings.Contains(all, "SCAN jobs") {
+			// A scan of jobs_pr reads only unfinished jobs (a partial
+			// index): the queue, not the history.
+			if strings.Contains(strings.ReplaceAll(all, "SCAN jobs USING INDEX jobs_pr", ""), "SCAN jobs") {
 				t.Fatalf("full scan of jobs:\n%s", all)
 			}
 			for _, ix := range tt.index {
@@ -217,5 +229,61 @@ func TestQueryPlans(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestMigration0002KeepsDeliveries: deliveries recorded under schema 1
+// (body in the row, job_id link) read back the same after migration 0002
+// moved them to the lean table: the body from its column, the job through
+// the job key the row now carries.
+func TestMigration0002KeepsDeliveries(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	path := filepath.Join(t.TempDir(), "old.db")
+	w, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetMaxOpenConns(1)
+	first, err := fs.ReadFile(migrations.FS, "0001_init.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := migrateFS(ctx, w, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
+		t.Fatal(err)
+	}
+	body := []byte(`{"action":"opened","number":7}`)
+	for _, q := range []string{
+		`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+			VALUES (5, 'o/r', 7, 'abc', 'main', 'd-job', 'opened', 'queued', 1, 1, 1)`,
+		`INSERT INTO deliveries (id, event, action, repo, pr, head_sha, received_at, status, job_id, body)
+			VALUES ('d-job', 'pull_request', 'opened', 'o/r', 7, 'abc', 1000, 'queued', 5, CAST('` + string(body) + `' AS BLOB))`,
+		`INSERT INTO deliveries (id, event, received_at, status, body) VALUES ('d-ping', 'ping', 2000, 'recorded', x'7b7d')`,
+	} {
+		if _, err := w.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, path, log, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	got, err := db.Delivery(ctx, "d-job")
+	if err != nil || !bytes.Equal(got.Body, body) || got.JobID != 5 || got.HeadSHA != "abc" || got.PR != 7 {
+		t.Fatalf("d-job after 0002: %+v (body %q), %v", got, got.Body, err)
+	}
+	ping, err := db.Delivery(ctx, "d-ping")
+	if err != nil || string(ping.Body) != "{}" || ping.JobID != 0 {
+		t.Fatalf("d-ping after 0002: %+v, %v", ping, err)
+	}
+	// A redelivery of the old one is still a duplicate of its job.
+	res, err := db.RecordDelivery(ctx, validation.Delivery{ID: "d-job", Event: "pull_request", Status: validation.DeliveryQueued,
+		Body: body, ReceivedAt: time.Now()}, nil)
+	if err != nil || !res.Duplicate || res.JobID != 5 {
+		t.Fatalf("redelivery after 0002 = %+v, %v", res, err)
 	}
 }

@@ -133,6 +133,10 @@ func TestDecodeEdgeCases(t *testing.T) {
 	}{
 		{"null document", `null`, nil},
 		{"empty object", ` {} `, nil},
+		{"eight spaces to the end", `{}        `, nil},
+		{"sixteen spaces to the end", `{}                `, nil},
+		{"runs of spaces between tokens", "{        \"action\"        :         \"opened\"\t\r\n        }", nil},
+		{"only spaces", `        `, nil},
 		{"array document", `[]`, nil},
 		{"string document", `"x"`, nil},
 		{"trailing garbage", `{} x`, nil},

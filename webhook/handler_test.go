@@ -523,3 +523,38 @@ func TestFullDatabaseAnswers503(t *testing.T) {
 	}
 	t.Fatal("the capped store never filled up")
 }
+
+// TestConcurrentBodiesStoredExactly: the handler reuses body buffers
+// between requests; every one of many concurrent deliveries of different
+// sizes and contents is still stored byte for byte as it was sent.
+func TestConcurrentBodiesStoredExactly(t *testing.T) {
+	e := newEnv(t, webhook.Config{}, store.Options{})
+	const n = 48
+	bodies := make([][]byte, n)
+	ids := make([]string, n)
+	for i := range n {
+		ids[i] = e.nextID()
+		bodies[i] = derive(t, "pull_request", "opened", func(m map[string]any) {
+			withHead(fmt.Sprintf("%040x", i+1), time.Unix(1700000000+int64(i), 0))(m)
+			pr(m)["body"] = strings.Repeat(fmt.Sprintf("delivery %d. ", i), 1+i*40) // sizes vary
+		})
+	}
+	var wg sync.WaitGroup
+	codes := make([]int, n)
+	for i := range n {
+		wg.Go(func() { codes[i] = e.send(t, "pull_request", ids[i], bodies[i], nil).code })
+	}
+	wg.Wait()
+	for i := range n {
+		if codes[i] != http.StatusAccepted {
+			t.Fatalf("delivery %d answered %d", i, codes[i])
+		}
+		got, err := e.db.Delivery(context.Background(), ids[i])
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got.Body, bodies[i]) {
+			t.Fatalf("delivery %d stored %d bytes that differ from the %d sent", i, len(got.Body), len(bodies[i]))
+		}
+	}
+}

@@ -5,14 +5,21 @@
 // pull_request delivery with a unique delivery id and head sha. After each
 // gilf level it checks that every 2xx answer has its row in the store.
 //
+// The servers run in a child process (this binary with -serve), apart from
+// the load generator, as GitHub is apart from a real App: the generator's
+// goroutines do not share the servers' Go scheduler. Both servers share the
+// child, so they meet the same conditions.
+//
 // It only talks to 127.0.0.1, and each level is bounded by -duration and
 // -max-requests.
 package main
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -22,8 +29,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime/pprof"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -41,6 +50,8 @@ const (
 	DefaultMaxRequests = 100_000
 	DefaultWarmup      = 300
 	DefaultSize        = 25 << 10
+	DefaultRepeat      = 3
+	MaxRepeat          = 20
 	// The target: twice Probot's 2.3k req/s at concurrency 64.
 	TargetConcurrency = 64
 	TargetRate        = 4600
@@ -60,6 +71,7 @@ type config struct {
 	duration    time.Duration
 	maxRequests int
 	warmup      int
+	repeat      int
 	sync        store.Synchronous
 	dir         string
 	cpuProfile  string
@@ -73,10 +85,11 @@ func parseFlags() (config, error) {
 	flag.StringVar(&levels, "c", "1,16,64", "concurrency levels")
 	flag.DurationVar(&c.duration, "duration", DefaultDuration, "measured time per level and handler")
 	flag.IntVar(&c.maxRequests, "max-requests", DefaultMaxRequests, "request cap per level and handler")
-	flag.IntVar(&c.warmup, "warmup", DefaultWarmup, "unmeasured requests before each level")
+	flag.IntVar(&c.warmup, "warmup", DefaultWarmup, "unmeasured requests before each run")
+	flag.IntVar(&c.repeat, "repeat", DefaultRepeat, "runs per level and handler (bare and gilf alternate); the table shows the median")
 	flag.StringVar(&syncLevel, "synchronous", string(store.DefaultSynchronous), "SQLite synchronous level: FULL or NORMAL")
 	flag.StringVar(&c.dir, "dir", "", "directory for the SQLite file (default: a new temp dir, removed after)")
-	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file")
+	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the servers (whole run) to this file")
 	flag.Parse()
 	if c.payload == "" {
 		return c, errors.New("-payload is required")
@@ -91,25 +104,24 @@ func parseFlags() (config, error) {
 	if c.duration <= 0 || c.duration > 10*time.Minute || c.maxRequests < 1 {
 		return c, errors.New("-duration must be in (0, 10m] and -max-requests positive")
 	}
+	if c.repeat < 1 || c.repeat > MaxRepeat {
+		return c, fmt.Errorf("-repeat must be in [1, %d]", MaxRepeat)
+	}
 	c.sync = store.Synchronous(strings.ToUpper(syncLevel))
 	return c, nil
 }
 
+// secretEnv carries the webhook secret to the server child (not argv,
+// which other users of the machine can read).
+const secretEnv = "GILF_INTAKELOAD_SECRET"
+
 func run() error {
+	if len(os.Args) > 1 && os.Args[1] == "-serve" {
+		return serveChild(os.Args[2:])
+	}
 	cfg, err := parseFlags()
 	if err != nil {
 		return err
-	}
-	if cfg.cpuProfile != "" {
-		f, err := os.Create(cfg.cpuProfile)
-		if err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return fmt.Errorf("cpu profile: %w", err)
-		}
-		defer pprof.StopCPUProfile()
 	}
 	tmpl, err := buildPayload(cfg.payload, cfg.size)
 	if err != nil {
@@ -122,83 +134,104 @@ func run() error {
 		}
 		defer os.RemoveAll(dir)
 	}
-	ctx := context.Background()
-	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(ctx, filepath.Join(dir, "intake.db"), logger, store.Options{Synchronous: cfg.sync})
-	if err != nil {
-		return err
-	}
-	defer db.Close()
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
 		return fmt.Errorf("secret: %w", err)
 	}
-	gilf, err := webhook.New(db, logger, webhook.Config{Secret: secret})
+	ctx := context.Background()
+	srv, err := startServers(ctx, cfg, filepath.Join(dir, "intake.db"), secret)
 	if err != nil {
 		return err
 	}
-	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if _, err := io.Copy(io.Discard, r.Body); err != nil {
-			http.Error(w, "read", http.StatusBadRequest)
-			return
-		}
-		w.WriteHeader(http.StatusAccepted)
-	})
-	gilfURL, stopG, err := serve(gilf)
-	if err != nil {
-		return err
-	}
-	defer stopG()
-	bareURL, stopB, err := serve(bare)
-	if err != nil {
-		return err
-	}
-	defer stopB()
+	defer srv.stop()
+	bareURL, gilfURL := srv.bare, srv.gilf
+	countURL := strings.TrimSuffix(gilfURL, "/webhook") + "/count"
 
-	fmt.Printf("payload %d bytes (%s, body padded), synchronous=%s, %v or %d requests per level\n",
-		len(tmpl.body), filepath.Base(cfg.payload), cfg.sync, cfg.duration, cfg.maxRequests)
+	fmt.Printf("payload %d bytes (%s, body padded), synchronous=%s, %v or %d requests per run, median of %d runs\n",
+		len(tmpl.body), filepath.Base(cfg.payload), cfg.sync, cfg.duration, cfg.maxRequests, cfg.repeat)
 	fmt.Println(durability(cfg.sync))
 	fmt.Printf("%5s | %12s %10s | %12s %10s | %6s | %s\n", "c", "bare req/s", "bare p99", "gilf req/s", "gilf p99", "ratio", "durable")
 	var seq atomic.Int64
-	var last *result
-	var lastRatio float64
+	var atTarget []float64
+	var atTargetRatio float64
 	for _, c := range cfg.levels {
 		gen := &generator{tmpl: tmpl, secret: secret, seq: &seq}
-		gen.load(ctx, bareURL, c, 0, cfg.warmup)
-		b := gen.load(ctx, bareURL, c, cfg.duration, cfg.maxRequests)
-		gen.load(ctx, gilfURL, c, 0, cfg.warmup)
-		mid, err := db.CountDeliveries(ctx)
-		if err != nil {
-			return err
-		}
-		g := gen.load(ctx, gilfURL, c, cfg.duration, cfg.maxRequests)
-		after, err := db.CountDeliveries(ctx)
-		if err != nil {
-			return err
-		}
+		var bs, gs []result
 		durable := "ok"
-		if after-mid != g.ok {
-			durable = fmt.Sprintf("MISMATCH: %d answers 2xx, %d rows", g.ok, after-mid)
+		// Bare and gilf alternate, repeat times: on a shared machine the
+		// speed drifts between runs, and both see the same drift.
+		for range cfg.repeat {
+			gen.load(ctx, bareURL, c, 0, cfg.warmup)
+			bs = append(bs, gen.load(ctx, bareURL, c, cfg.duration, cfg.maxRequests))
+			gen.load(ctx, gilfURL, c, 0, cfg.warmup)
+			mid, err := count(countURL)
+			if err != nil {
+				return err
+			}
+			g := gen.load(ctx, gilfURL, c, cfg.duration, cfg.maxRequests)
+			after, err := count(countURL)
+			if err != nil {
+				return err
+			}
+			if after-mid != g.ok {
+				durable = fmt.Sprintf("MISMATCH: %d answers 2xx, %d rows", g.ok, after-mid)
+			}
+			gs = append(gs, g)
 		}
-		if b.failed+g.failed > 0 {
-			durable += fmt.Sprintf(" (failed: bare %d, gilf %d)", b.failed, g.failed)
+		b, g := median(bs), median(gs)
+		if failed := failures(bs) + failures(gs); failed > 0 {
+			durable += fmt.Sprintf(" (%d failed)", failed)
 		}
-		fmt.Printf("%5d | %12.0f %10s | %12.0f %10s | %5.2fx | %s\n", c, b.rate(), ms(b.p(0.99)), g.rate(), ms(g.p(0.99)),
-			g.rate()/b.rate(), durable)
+		fmt.Printf("%5d | %12.0f %10s | %12.0f %10s | %5.2fx | %s%s\n", c, b.rate(), ms(b.p(0.99)), g.rate(), ms(g.p(0.99)),
+			g.rate()/b.rate(), durable, spread(bs, gs))
 		if c == TargetConcurrency {
-			last = &g
-			lastRatio = g.rate() / b.rate()
+			for _, r := range gs {
+				atTarget = append(atTarget, r.rate())
+			}
+			atTargetRatio = g.rate() / b.rate()
 		}
 	}
-	if last != nil {
+	if len(atTarget) > 0 {
+		sort.Float64s(atTarget)
+		med := atTarget[len(atTarget)/2]
 		verdict := "met"
-		if last.rate() < TargetRate {
+		if med < TargetRate {
 			verdict = "NOT met"
 		}
-		fmt.Printf("target at c=%d: >= %d req/s (2x Probot's 2.3k), every one durable: %s (%.0f req/s); aim: >= 0.5x bare (%.2fx)\n",
-			TargetConcurrency, TargetRate, verdict, last.rate(), lastRatio)
+		fmt.Printf("target at c=%d: >= %d req/s (2x Probot's 2.3k), every one durable: %s (median %.0f req/s of %d runs); aim: >= 0.5x bare (%.2fx)\n",
+			TargetConcurrency, TargetRate, verdict, med, len(atTarget), atTargetRatio)
 	}
 	return nil
+}
+
+// median is the run with the median rate (the upper one of an even count).
+func median(rs []result) result {
+	sorted := slices.Clone(rs)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i].rate() < sorted[j].rate() })
+	return sorted[len(sorted)/2]
+}
+
+func failures(rs []result) int {
+	n := 0
+	for _, r := range rs {
+		n += r.failed
+	}
+	return n
+}
+
+// spread lists every run's rate when there was more than one.
+func spread(bs, gs []result) string {
+	if len(bs) < 2 {
+		return ""
+	}
+	rates := func(rs []result) string {
+		parts := make([]string, len(rs))
+		for i, r := range rs {
+			parts[i] = fmt.Sprintf("%.0f", r.rate())
+		}
+		return strings.Join(parts, " ")
+	}
+	return fmt.Sprintf("  [runs: bare %s; gilf %s]", rates(bs), rates(gs))
 }
 
 // durability states the crash model the measured numbers pay for.
@@ -210,6 +243,134 @@ func durability(s store.Synchronous) string {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
+
+// servers is the child process serving both handlers.
+type servers struct {
+	cmd        *exec.Cmd
+	stdin      io.Closer
+	bare, gilf string
+}
+
+// startServers starts the child and reads the two URLs it prints.
+func startServers(ctx context.Context, cfg config, dbPath string, secret []byte) (*servers, error) {
+	args := []string{"-serve", "-db", dbPath, "-synchronous", string(cfg.sync)}
+	if cfg.cpuProfile != "" {
+		args = append(args, "-cpuprofile", cfg.cpuProfile)
+	}
+	cmd := exec.CommandContext(ctx, os.Args[0], args...)
+	cmd.Env = append(os.Environ(), secretEnv+"="+hex.EncodeToString(secret))
+	cmd.Stderr = os.Stderr
+	stdin, err := cmd.StdinPipe() // closed by stop: the child's signal to exit
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start servers: %w", err)
+	}
+	s := &servers{cmd: cmd, stdin: stdin}
+	sc := bufio.NewScanner(out)
+	for _, dst := range []*string{&s.bare, &s.gilf} {
+		if !sc.Scan() {
+			s.stop()
+			return nil, fmt.Errorf("servers did not start: %v", sc.Err())
+		}
+		*dst = sc.Text()
+	}
+	return s, nil
+}
+
+func (s *servers) stop() {
+	s.stdin.Close()
+	if err := s.cmd.Wait(); err != nil {
+		fmt.Fprintln(os.Stderr, "servers:", err)
+	}
+}
+
+func count(url string) (int, error) {
+	resp, err := http.Get(url)
+	if err != nil {
+		return 0, fmt.Errorf("count deliveries: %w", err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("count deliveries: %d %s %v", resp.StatusCode, b, err)
+	}
+	return strconv.Atoi(strings.TrimSpace(string(b)))
+}
+
+// serveChild is the -serve side: gilf's handler over a real store and the
+// bare handler, each on its own loopback listener, until stdin closes.
+func serveChild(args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	dbPath := fs.String("db", "", "SQLite file")
+	syncLevel := fs.String("synchronous", string(store.DefaultSynchronous), "FULL or NORMAL")
+	cpuProfile := fs.String("cpuprofile", "", "CPU profile of the servers")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	secret, err := hex.DecodeString(os.Getenv(secretEnv))
+	if err != nil || len(secret) == 0 {
+		return fmt.Errorf("serve: %s must hold the hex secret", secretEnv)
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return fmt.Errorf("cpu profile: %w", err)
+		}
+		defer pprof.StopCPUProfile()
+	}
+	ctx := context.Background()
+	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
+	db, err := store.Open(ctx, *dbPath, logger, store.Options{Synchronous: store.Synchronous(*syncLevel)})
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	gilf, err := webhook.New(db, logger, webhook.Config{Secret: secret})
+	if err != nil {
+		return err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/webhook", gilf)
+	mux.HandleFunc("/count", func(w http.ResponseWriter, r *http.Request) {
+		n, err := db.CountDeliveries(r.Context())
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+			return
+		}
+		fmt.Fprintln(w, n)
+	})
+	bare := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, "read", http.StatusBadRequest)
+			return
+		}
+		w.WriteHeader(http.StatusAccepted)
+	})
+	bareURL, stopB, err := serve(bare)
+	if err != nil {
+		return err
+	}
+	defer stopB()
+	gilfURL, stopG, err := serve(mux)
+	if err != nil {
+		return err
+	}
+	defer stopG()
+	fmt.Println(bareURL)
+	fmt.Println(gilfURL)
+	_, _ = io.Copy(io.Discard, os.Stdin) // until the parent closes it, or dies
+	return nil
+}
 
 // serve runs h on a loopback listener with webhook's recommended timeouts.
 func serve(h http.Handler) (string, func(), error) {
@@ -313,17 +474,23 @@ func (r result) p(q float64) time.Duration {
 	return r.lat[int(q*float64(len(r.lat)-1))]
 }
 
-// load sends requests from c workers until max requests were sent or d
-// passed (d == 0: only the count bounds it).
+// load sends requests from c workers, each on its own keep-alive
+// connection, until max requests were sent or d passed (d == 0: only the
+// count bounds it).
+//
+// The client is a minimal HTTP/1.1 one (one writev per request, the
+// answer parsed by Content-Length), not net/http's: on a shared machine
+// the generator's own CPU is taken from the servers it measures, and
+// net/http's client costs about twice this one per request.
 func (g *generator) load(ctx context.Context, url string, c int, d time.Duration, max int) result {
-	tr := &http.Transport{MaxIdleConns: c, MaxIdleConnsPerHost: c, MaxConnsPerHost: c, IdleConnTimeout: time.Minute}
-	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr, Timeout: 30 * time.Second}
 	if d > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, d)
 		defer cancel()
 	}
+	addr := strings.TrimPrefix(url, "http://")
+	host, path, _ := strings.Cut(addr, "/")
+	path = "/" + path
 	var sent atomic.Int64
 	var mu sync.Mutex
 	var res result
@@ -331,34 +498,15 @@ func (g *generator) load(ctx context.Context, url string, c int, d time.Duration
 	start := time.Now()
 	for range c {
 		wg.Go(func() {
-			body := bytes.Clone(g.tmpl.body)
+			w := worker{g: g, host: host, path: path, body: bytes.Clone(g.tmpl.body)}
+			defer w.close()
 			lat := make([]time.Duration, 0, 1024)
 			ok, failed := 0, 0
 			for ctx.Err() == nil && sent.Add(1) <= int64(max) {
-				n := g.seq.Add(1)
-				sha := fmt.Sprintf("%040x", n)
-				for _, at := range g.tmpl.heads {
-					copy(body[at:], sha)
-				}
-				req, err := http.NewRequest(http.MethodPost, url, bytes.NewReader(body))
-				if err != nil {
-					failed++
-					continue
-				}
-				req.Header.Set("Content-Type", "application/json")
-				req.Header.Set("X-GitHub-Event", "pull_request")
-				req.Header.Set("X-GitHub-Delivery", fmt.Sprintf("%08x-0000-4000-8000-%012x", n>>48, n))
-				req.Header.Set("X-Hub-Signature-256", webhook.Sign(g.secret, body))
 				t0 := time.Now()
-				resp, err := client.Do(req)
-				if err != nil {
+				if err := w.do(g.seq.Add(1)); err != nil {
 					failed++
-					continue
-				}
-				_, copyErr := io.Copy(io.Discard, resp.Body)
-				closeErr := resp.Body.Close()
-				if resp.StatusCode/100 != 2 || copyErr != nil || closeErr != nil {
-					failed++
+					w.close()
 					continue
 				}
 				lat = append(lat, time.Since(t0))
@@ -375,4 +523,94 @@ func (g *generator) load(ctx context.Context, url string, c int, d time.Duration
 	res.elapsed = time.Since(start)
 	sort.Slice(res.lat, func(i, j int) bool { return res.lat[i] < res.lat[j] })
 	return res
+}
+
+// requestTimeout bounds one request's round trip.
+const requestTimeout = 30 * time.Second
+
+// worker is one keep-alive connection of the load generator.
+type worker struct {
+	g          *generator
+	host, path string
+	body       []byte
+	conn       net.Conn
+	rd         *bufio.Reader
+	head       []byte
+}
+
+func (w *worker) close() {
+	if w.conn != nil {
+		w.conn.Close()
+		w.conn = nil
+	}
+}
+
+// do sends delivery n (a new delivery id and head sha, signed) and reads
+// the answer; any answer but 2xx is an error.
+func (w *worker) do(n int64) error {
+	if w.conn == nil {
+		c, err := net.DialTimeout("tcp", w.host, requestTimeout)
+		if err != nil {
+			return err
+		}
+		w.conn, w.rd = c, bufio.NewReaderSize(c, 4096)
+	}
+	sha := fmt.Sprintf("%040x", n)
+	for _, at := range w.g.tmpl.heads {
+		copy(w.body[at:], sha)
+	}
+	w.head = fmt.Appendf(w.head[:0], "POST %s HTTP/1.1\r\nHost: %s\r\nContent-Type: application/json\r\n"+
+		"X-GitHub-Event: pull_request\r\nX-GitHub-Delivery: %08x-0000-4000-8000-%012x\r\n"+
+		"X-Hub-Signature-256: %s\r\nContent-Length: %d\r\n\r\n",
+		w.path, w.host, n>>48, n, webhook.Sign(w.g.secret, w.body), len(w.body))
+	if err := w.conn.SetDeadline(time.Now().Add(requestTimeout)); err != nil {
+		return err
+	}
+	bufs := net.Buffers{w.head, w.body}
+	if _, err := bufs.WriteTo(w.conn); err != nil {
+		return err
+	}
+	return w.readAnswer()
+}
+
+// readAnswer reads a status line, headers and a Content-Length body.
+func (w *worker) readAnswer() error {
+	line, err := w.rd.ReadSlice('\n')
+	if err != nil {
+		return err
+	}
+	if len(line) < 12 || !bytes.HasPrefix(line, []byte("HTTP/1.1 2")) {
+		return fmt.Errorf("answer %q", bytes.TrimSpace(line))
+	}
+	length, closing := -1, false
+	for {
+		line, err := w.rd.ReadSlice('\n')
+		if err != nil {
+			return err
+		}
+		line = bytes.TrimRight(line, "\r\n")
+		if len(line) == 0 {
+			break
+		}
+		k, v, _ := bytes.Cut(line, []byte(":"))
+		v = bytes.TrimSpace(v)
+		switch {
+		case bytes.EqualFold(k, []byte("Content-Length")):
+			if length, err = strconv.Atoi(string(v)); err != nil {
+				return fmt.Errorf("content-length %q", v)
+			}
+		case bytes.EqualFold(k, []byte("Connection")) && bytes.EqualFold(v, []byte("close")):
+			closing = true
+		}
+	}
+	if length < 0 {
+		return errors.New("answer without Content-Length")
+	}
+	if _, err := w.rd.Discard(length); err != nil {
+		return err
+	}
+	if closing {
+		w.close()
+	}
+	return nil
 }

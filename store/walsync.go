@@ -1,0 +1,153 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+)
+
+// The writer connection runs with PRAGMA synchronous=NORMAL: a commit
+// writes its WAL frames and returns without an fsync. With
+// SynchronousFull the store then fsyncs the WAL itself (fdatasync) before
+// it tells anyone the commit happened: the intake writer after each
+// batch, every other write transaction before it returns. An acknowledged
+// commit is therefore on disk, exactly as with synchronous=FULL, and a
+// failed fsync is caught and handled here (ErrNotDurable) instead of
+// inside SQLite. (SQLite's checkpoints sync the WAL and the database
+// themselves at NORMAL.)
+
+// ErrNotDurable means an fsync of the WAL failed. The commits since the
+// last good sync may not be on disk, and after a failed fsync the kernel
+// may have dropped the dirty pages, so a later good sync proves nothing:
+// the store refuses every later write until it is opened again.
+var ErrNotDurable = errors.New("store: WAL fsync failed; writes refused until the store is reopened")
+
+// walFile is the database's WAL, opened by the store for fsync.
+type walFile struct {
+	path  string
+	mu    sync.Mutex
+	f     *os.File
+	dead  atomic.Pointer[error] // set by the first failed sync; read without the lock
+	syncs atomic.Int64          // successful fsyncs, for tests
+}
+
+func openWAL(dbPath string) (*walFile, error) {
+	w := &walFile{path: dbPath + "-wal"}
+	f, err := os.Open(w.path)
+	if err != nil {
+		return nil, fmt.Errorf("open WAL for sync: %w", err)
+	}
+	w.f = f
+	return w, nil
+}
+
+// sync fsyncs the WAL, one sync at a time. If SQLite replaced the file
+// (it deletes the WAL when the last connection to the database closes, and
+// a later connection makes a new one), the open file is unlinked: it is
+// reopened by name first, so the sync reaches the file the commits went
+// to.
+func (w *walFile) sync() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.failed(); err != nil {
+		return err
+	}
+	if err := w.reopenIfUnlinked(); err != nil {
+		return w.fail(err)
+	}
+	if err := datasync(w.f); err != nil {
+		return w.fail(err)
+	}
+	w.syncs.Add(1)
+	return nil
+}
+
+func (w *walFile) fail(err error) error {
+	dead := fmt.Errorf("%w: %w", ErrNotDurable, err)
+	w.dead.CompareAndSwap(nil, &dead)
+	return *w.dead.Load()
+}
+
+func (w *walFile) reopenIfUnlinked() error {
+	info, err := w.f.Stat()
+	if err != nil {
+		return fmt.Errorf("stat WAL: %w", err)
+	}
+	if st, ok := info.Sys().(*syscall.Stat_t); !ok || st.Nlink > 0 {
+		return nil
+	}
+	f, err := os.Open(w.path)
+	if err != nil {
+		return fmt.Errorf("reopen WAL: %w", err)
+	}
+	old := w.f
+	w.f = f
+	if err := old.Close(); err != nil {
+		return fmt.Errorf("close replaced WAL: %w", err)
+	}
+	return nil
+}
+
+// failed reports the error of an earlier failed sync, if any.
+func (w *walFile) failed() error {
+	if p := w.dead.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+func (w *walFile) close() error {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.f.Close(); err != nil {
+		return fmt.Errorf("close WAL: %w", err)
+	}
+	return nil
+}
+
+// durable makes every commit so far durable: with SynchronousFull it
+// fsyncs the WAL; with SynchronousNormal there is nothing to wait for.
+func (d *DB) durable() error {
+	if d.opts.Synchronous != SynchronousFull {
+		return errors.Join(d.wal.failed(), d.bodies.failed())
+	}
+	return d.wal.sync()
+}
+
+// answer syncs the WAL and answers every delivery of a batch — with its
+// result, or with the sync's error.
+//
+// The writer calls it itself, after the commit. A separate syncer
+// goroutine overlapping the next batch with this sync measured slower
+// (3.9k against 4.9k deliveries/s at 64 concurrent on two CPUs): every
+// hand-over readied a goroutine onto a P about to block in fsync, and
+// with the HTTP goroutines queued the hand-overs cost more than the sync.
+// (Committing only after the bodies' fsync, all on the writer, measured
+// about 10% slower than the appender overlapping it with the statements.)
+func (d *DB) answer(batch []*intakeReq, results []intakeRes) {
+	var err error
+	if anyCommitted(results) {
+		if err = d.durable(); err != nil {
+			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", "err", err)
+		}
+	}
+	for i, r := range batch {
+		res := results[i]
+		if res.err == nil && err != nil {
+			res = intakeRes{err: err}
+		}
+		r.done <- res
+	}
+}
+
+func anyCommitted(results []intakeRes) bool {
+	for _, r := range results {
+		if r.err == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,210 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+func openInternal(t *testing.T, opts Options) *DB {
+	t.Helper()
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func lone(id string) validation.Delivery {
+	return validation.Delivery{ID: id, Event: "ping", Status: validation.DeliveryIgnored, Body: []byte(`{}`), ReceivedAt: time.Now()}
+}
+
+// queuedJob records a delivery with a job, so a Claim has work to take.
+func queuedJob(t *testing.T, db *DB, id string) {
+	t.Helper()
+	d := lone(id)
+	d.Event, d.Status = "pull_request", validation.DeliveryQueued
+	j := &validation.JobSpec{Repo: "o/r", PR: 1, HeadSHA: "0123456789abcdef0123456789abcdef01234567", BaseRef: "main",
+		InstallationID: 1, Trigger: "opened", PRUpdatedAt: time.Now()}
+	if _, err := db.RecordDelivery(context.Background(), d, j); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFullSyncsBeforeAnswering: with SynchronousFull a delivery is answered
+// only after a WAL fsync that followed its commit, and so is every other
+// write transaction; with SynchronousNormal the store never fsyncs the WAL.
+func TestFullSyncsBeforeAnswering(t *testing.T) {
+	for _, tt := range []struct {
+		level Synchronous
+		want  bool
+	}{
+		{SynchronousFull, true},
+		{SynchronousNormal, false},
+	} {
+		t.Run(string(tt.level), func(t *testing.T) {
+			db := openInternal(t, Options{Synchronous: tt.level})
+			before := db.wal.syncs.Load()
+			queuedJob(t, db, "d1")
+			afterIntake := db.wal.syncs.Load()
+			if _, _, err := db.Claim(context.Background(), "w", time.Minute); err != nil {
+				t.Fatal(err)
+			}
+			afterClaim := db.wal.syncs.Load()
+			if got := afterIntake > before && afterClaim > afterIntake; got != tt.want {
+				t.Fatalf("fsyncs: %d before, %d after intake, %d after a claim; want fsyncs: %v", before, afterIntake, afterClaim, tt.want)
+			}
+		})
+	}
+}
+
+// TestFailedWALSyncRefusesWrites: after a failed fsync nothing is
+// acknowledged — the delivery in flight, later deliveries and other write
+// transactions all fail with ErrNotDurable.
+func TestFailedWALSyncRefusesWrites(t *testing.T) {
+	db := openInternal(t, Options{})
+	queuedJob(t, db, "ok")
+	// A closed descriptor makes the next fsync fail, as a disk error would.
+	db.wal.mu.Lock()
+	if err := db.wal.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db.wal.mu.Unlock()
+	if _, err := db.RecordDelivery(context.Background(), lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("delivery in flight: %v, want ErrNotDurable", err)
+	}
+	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("later delivery: %v, want ErrNotDurable", err)
+	}
+	if _, _, err := db.Claim(context.Background(), "w", time.Minute); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("claim: %v, want ErrNotDurable", err)
+	}
+	db.wal.mu.Lock()
+	db.wal.f, _ = os.Open(db.wal.path) // for Close
+	db.wal.mu.Unlock()
+}
+
+// TestWALReopenedWhenReplaced: when the WAL file was replaced under the
+// same name (SQLite deletes it when the last connection closes and makes a
+// new one later), the next sync reopens it by name and syncs the new file.
+func TestWALReopenedWhenReplaced(t *testing.T) {
+	dir := t.TempDir()
+	db := filepath.Join(dir, "x.db")
+	if err := os.WriteFile(db+"-wal", []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	w, err := openWAL(db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	if err := w.sync(); err != nil {
+		t.Fatal(err)
+	}
+	first := w.f
+	if err := os.Remove(db + "-wal"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(db+"-wal", []byte("new"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.sync(); err != nil {
+		t.Fatal(err)
+	}
+	if w.f == first {
+		t.Fatal("sync kept the unlinked file")
+	}
+	got, err := os.ReadFile(w.f.Name())
+	if err != nil || string(got) != "new" {
+		t.Fatalf("reopened %q, %v", got, err)
+	}
+	// A file that is still linked is kept.
+	kept := w.f
+	if err := w.sync(); err != nil || w.f != kept {
+		t.Fatalf("linked file replaced (%v)", err)
+	}
+}
+
+// TestBusyCheckpointKeepsWALSmall: under continuous intake the writer's own
+// checkpoints let the WAL start over, so the file stops growing; with them
+// pushed out of the run (and the background checkpointer too), the same
+// intake grows it several times larger.
+func TestBusyCheckpointKeepsWALSmall(t *testing.T) {
+	walBytes := func(busy time.Duration) int64 {
+		db := openInternal(t, Options{Synchronous: SynchronousNormal, CheckpointInterval: time.Hour, BusyCheckpointInterval: busy})
+		body := make([]byte, 2048)
+		const workers, each = 8, 400
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				for i := range each {
+					d := lone(fmt.Sprintf("w%d-%d", w, i))
+					d.Body = body
+					if _, err := db.RecordDelivery(context.Background(), d, nil); err != nil {
+						t.Error(err)
+						return
+					}
+					if i%50 == 0 {
+						time.Sleep(2 * time.Millisecond) // a steady stream, across many batches
+					}
+				}
+			})
+		}
+		wg.Wait()
+		info, err := os.Stat(db.wal.path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Size()
+	}
+	never, busy := walBytes(time.Hour), walBytes(time.Millisecond)
+	t.Logf("WAL: %d bytes without busy checkpoints, %d with", never, busy)
+	if busy*3 > never {
+		t.Fatalf("WAL %d bytes with busy checkpoints, %d without; want at least 3 times smaller", busy, never)
+	}
+}
+
+// TestBodyLogFailures: a body that cannot be written fails its delivery
+// alone (the next one, once the file works again, is stored); a failed
+// fsync of the body log refuses every later delivery.
+func TestBodyLogFailures(t *testing.T) {
+	db := openInternal(t, Options{})
+	queuedJob(t, db, "ok")
+	name := db.bodies.f.Name()
+	if err := db.bodies.f.Close(); err != nil { // writes fail, as on a disk error
+		t.Fatal(err)
+	}
+	if _, err := db.RecordDelivery(context.Background(), lone("unwritten"), nil); err == nil {
+		t.Fatal("delivery acknowledged although its body could not be written")
+	}
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.bodies.f = f
+	if _, err := db.RecordDelivery(context.Background(), lone("written"), nil); err != nil {
+		t.Fatalf("after a failed write, the next delivery: %v", err)
+	}
+	if err := f.Close(); err != nil { // now the fsync fails
+		t.Fatal(err)
+	}
+	if err := db.bodies.sync(); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("fsync of a broken segment: %v, want ErrNotDurable", err)
+	}
+	if db.bodies.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
+		t.Fatal(err)
+	}
+	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("delivery after a failed fsync: %v, want ErrNotDurable", err)
+	}
+}
