@@ -51,12 +51,10 @@ func (s *scanner) syntax(what string) error {
 
 func (s *scanner) ws() {
 	for s.i < len(s.b) && s.b[s.i] <= ' ' {
-		// Indentation comes in runs of spaces: eight at a time.
-		for s.i+8 <= len(s.b) && binary.LittleEndian.Uint64(s.b[s.i:]) == swarOnes*' ' {
+		// Indentation comes in runs of spaces: eight at a time, while a
+		// byte is left after them (so s.b[s.i] below stays in range).
+		for s.i+8 < len(s.b) && binary.LittleEndian.Uint64(s.b[s.i:]) == swarOnes*' ' {
 			s.i += 8
-		}
-		if s.i == len(s.b) {
-			return
 		}
 		switch s.b[s.i] {
 		case ' ', '\t', '\n', '\r':

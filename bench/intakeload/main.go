@@ -237,9 +237,9 @@ func spread(bs, gs []result) string {
 // durability states the crash model the measured numbers pay for.
 func durability(s store.Synchronous) string {
 	if s == store.SynchronousNormal {
-		return "durability: synchronous=NORMAL with WAL: every 2xx survives a process crash; a power loss may roll back the last group commits"
+		return "durability: synchronous=NORMAL: every 2xx survives a process crash; a power loss may roll back the last group commits"
 	}
-	return "durability: synchronous=FULL with WAL: every 2xx waits for its group commit's fsync, so it survives a process crash and a power loss"
+	return "durability: synchronous=FULL: every 2xx waits for its group commit's fsyncs (the body log's and the WAL's), so it survives a process crash and a power loss"
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
