@@ -122,7 +122,7 @@ func (d *DB) durable() error {
 //
 // The writer calls it itself, after the commit. A separate syncer
 // goroutine overlapping the next batch with this sync measured slower
-// (3.9k against 4.9k deliveries/s at 64 concurrent on two CPUs): every
+// (4.0–4.3k against 4.9–5.0k deliveries/s at 64 concurrent on two CPUs): every
 // hand-over readied a goroutine onto a P about to block in fsync, and
 // with the HTTP goroutines queued the hand-overs cost more than the sync.
 // (Committing only after the bodies' fsync, all on the writer, measured
