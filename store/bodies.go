@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/golang/snappy"
@@ -69,13 +68,13 @@ type bodyRef struct {
 // bodyLog is one handle's segment file. The writer goroutine reserves
 // room in it; the appender goroutine writes and fsyncs the bodies.
 type bodyLog struct {
-	dir   string
-	name  string
-	f     *os.File
-	limit int64                 // 0: none
-	end   int64                 // end of the last reservation (writer goroutine only)
-	used  int64                 // bytes of every segment in dir: at open plus reserved since (writer only)
-	dead  atomic.Pointer[error] // set by a failed fsync
+	dir      string
+	name     string
+	f        *os.File
+	limit    int64 // 0: none
+	end      int64 // end of the last reservation (writer goroutine only)
+	used     int64 // bytes of every segment in dir: at open plus reserved since (writer only)
+	poisoned       // by a failed fsync
 }
 
 // bodyDir is the directory of the database at dbPath's body log.
@@ -178,16 +177,7 @@ func (l *bodyLog) sync() error {
 		return err
 	}
 	if err := datasync(l.f); err != nil {
-		dead := fmt.Errorf("%w: body log: %w", ErrNotDurable, err)
-		l.dead.CompareAndSwap(nil, &dead)
-		return *l.dead.Load()
-	}
-	return nil
-}
-
-func (l *bodyLog) failed() error {
-	if p := l.dead.Load(); p != nil {
-		return *p
+		return l.fail(fmt.Errorf("body log: %w", err))
 	}
 	return nil
 }

@@ -25,13 +25,34 @@ import (
 // the store refuses every later write until it is opened again.
 var ErrNotDurable = errors.New("store: WAL fsync failed; writes refused until the store is reopened")
 
+// poisoned remembers a file's first failed fsync: after one, the kernel
+// may have dropped the pages it could not write, so no later sync proves
+// anything. Safe for concurrent use.
+type poisoned struct{ err atomic.Pointer[error] }
+
+// failed is the first failure, or nil.
+func (p *poisoned) failed() error {
+	if e := p.err.Load(); e != nil {
+		return *e
+	}
+	return nil
+}
+
+// fail records err (as ErrNotDurable) unless a failure came first, and
+// returns the first one.
+func (p *poisoned) fail(err error) error {
+	e := fmt.Errorf("%w: %w", ErrNotDurable, err)
+	p.err.CompareAndSwap(nil, &e)
+	return *p.err.Load()
+}
+
 // walFile is the database's WAL, opened by the store for fsync.
 type walFile struct {
-	path  string
-	mu    sync.Mutex
-	f     *os.File
-	dead  atomic.Pointer[error] // set by the first failed sync; read without the lock
-	syncs atomic.Int64          // successful fsyncs, for tests
+	path     string
+	mu       sync.Mutex
+	f        *os.File
+	poisoned              // by the first failed sync; read without the lock
+	syncs    atomic.Int64 // successful fsyncs, for tests
 }
 
 func openWAL(dbPath string) (*walFile, error) {
@@ -65,12 +86,6 @@ func (w *walFile) sync() error {
 	return nil
 }
 
-func (w *walFile) fail(err error) error {
-	dead := fmt.Errorf("%w: %w", ErrNotDurable, err)
-	w.dead.CompareAndSwap(nil, &dead)
-	return *w.dead.Load()
-}
-
 func (w *walFile) reopenIfUnlinked() error {
 	info, err := w.f.Stat()
 	if err != nil {
@@ -87,14 +102,6 @@ func (w *walFile) reopenIfUnlinked() error {
 	w.f = f
 	if err := old.Close(); err != nil {
 		return fmt.Errorf("close replaced WAL: %w", err)
-	}
-	return nil
-}
-
-// failed reports the error of an earlier failed sync, if any.
-func (w *walFile) failed() error {
-	if p := w.dead.Load(); p != nil {
-		return *p
 	}
 	return nil
 }
