@@ -95,3 +95,23 @@ type Result struct {
 	// install step, cgroup limits in force, …).
 	Notes []string `json:"notes,omitempty"`
 }
+
+// RecordEgress sets the egress record of every step that ran, for an
+// executor that sees none of its steps' connections itself: by says who
+// enforces the policy (the provider, the self-host command's intent, or
+// nobody), registry is the allow-list a registry step was given.
+// Steps are in plan order; a step that did not run (not run, or an
+// inconclusive script never started) gets none.
+func RecordEgress(plan validation.Plan, steps []validation.StepResult, by validation.Enforcement, registry []string) {
+	for i := range steps {
+		s := &steps[i]
+		if s.Status == validation.StatusNotRun || (i < len(plan.Steps) && plan.Steps[i].Inconclusive != "") {
+			continue
+		}
+		e := &validation.Egress{Network: s.Network, Enforcement: by}
+		if s.Network == validation.NetworkRegistry {
+			e.AllowList = append([]string(nil), registry...)
+		}
+		s.Egress = e
+	}
+}

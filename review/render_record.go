@@ -2,7 +2,9 @@ package review
 
 import (
 	"fmt"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -80,6 +82,7 @@ func writeRecord(b *strings.Builder, rec validation.Record, opts RenderOptions, 
 	}
 	b.WriteString("\n")
 	writeSteps(b, rec.Steps)
+	writeEgress(b, rec.Steps)
 	writeOutputs(b, rec, lim)
 	writeNotes(b, append(slices.Clone(rec.Notes), opts.Notes...))
 	writeEvidence(b, rec.Steps, opts.Evidence)
@@ -165,14 +168,90 @@ func writeSteps(b *strings.Builder, steps []validation.StepResult) {
 		if s.TimeoutMs > 0 {
 			timeout = duration(time.Duration(s.TimeoutMs) * time.Millisecond)
 		}
-		network := "—"
-		if s.Network != "" {
-			network = inline(string(s.Network))
-		}
+		network := networkWords(s)
 		fmt.Fprintf(b, "| %s | %s | %s | %s | %s | %s | %s | %s |\n",
 			code(s.Name), code(shellJoin(s.Argv)), statusLabel(s), exit, dur, network, timeout, out)
 	}
 	b.WriteString("\n")
+}
+
+// networkWords is a step's network as it happened: the egress record's
+// summary when the step ran, else what it would have been given.
+func networkWords(s validation.StepResult) string {
+	if s.Egress != nil {
+		return inline(s.Egress.Summary())
+	}
+	switch s.Network {
+	case "":
+		return "—"
+	case validation.NetworkRegistry:
+		return "registry via proxy (not run)"
+	}
+	return inline(string(s.Network))
+}
+
+// MaxEgressRows bounds how many destinations the review lists per step;
+// the record keeps them all.
+const MaxEgressRows = 20
+
+// writeEgress lists, per step that had a way out, what it reached and
+// what was refused: host, port, counts and bytes, never a path or header.
+func writeEgress(b *strings.Builder, steps []validation.StepResult) {
+	first := true
+	for _, s := range steps {
+		e := s.Egress
+		if e == nil || e.Network != validation.NetworkRegistry {
+			continue
+		}
+		if first {
+			b.WriteString("#### Network\n\n")
+			first = false
+		}
+		fmt.Fprintf(b, "%s: %s; allowed destinations %s.\n\n", code(s.Name), htmlText(string(e.Enforcement)), allowListWords(e.AllowList))
+		if !e.Observed && e.Enforcement != validation.EnforcedByWorker {
+			b.WriteString("gilf did not observe this step's connections.\n\n")
+			continue
+		}
+		if len(e.Allowed) == 0 && len(e.Denied) == 0 {
+			b.WriteString("No connection was made.\n\n")
+			continue
+		}
+		b.WriteString("| Destination | Decision | Connections | Sent | Received |\n|---|---|---|---|---|\n")
+		rows := 0
+		for _, h := range e.Allowed {
+			if rows == MaxEgressRows {
+				break
+			}
+			rows++
+			fmt.Fprintf(b, "| %s | allowed | %d | %s | %s |\n", code(hostPort(h.Host, h.Port)), h.Connections, size(h.BytesOut), size(h.BytesIn))
+		}
+		for _, d := range e.Denied {
+			if rows == MaxEgressRows {
+				break
+			}
+			rows++
+			fmt.Fprintf(b, "| %s | **denied** (%s) | %d | — | — |\n", code(hostPort(d.Host, d.Port)), code(d.Reason), d.Count)
+		}
+		if more := len(e.Allowed) + len(e.Denied) - rows; more > 0 || e.DeniedOmitted > 0 {
+			fmt.Fprintf(b, "\n_%d more destinations and %d more denials are in the record._\n", max(more, 0), e.DeniedOmitted)
+		}
+		b.WriteString("\n")
+	}
+}
+
+func allowListWords(list []string) string {
+	if len(list) == 0 {
+		return "none"
+	}
+	q := make([]string, len(list))
+	for i, h := range list {
+		q[i] = code(h)
+	}
+	return strings.Join(q, ", ")
+}
+
+func hostPort(host string, port int) string {
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }
 
 func outputWords(o validation.Output) string {

@@ -36,12 +36,21 @@ var t0 = time.Date(2026, 3, 14, 9, 26, 53, 0, time.UTC)
 
 func step(name string, argv []string, status validation.Status, exit *int, d time.Duration, out string) validation.StepResult {
 	net := validation.NetworkNone
+	eg := &validation.Egress{Network: validation.NetworkNone, Enforcement: validation.EnforcedByKernel, Observed: true}
 	if name == validation.StepInstall {
-		net = validation.NetworkFull
+		net = validation.NetworkRegistry
+		eg = &validation.Egress{
+			Network: validation.NetworkRegistry, Enforcement: validation.EnforcedByWorker, Observed: true,
+			AllowList: []string{"registry.npmjs.org"},
+			Allowed:   []validation.EgressHost{{Host: "registry.npmjs.org", Port: 443, Connections: 3, BytesOut: 2100, BytesIn: 48000}},
+		}
 	}
 	s := validation.StepResult{
 		Name: name, Argv: argv, Cwd: "/workspace", TimeoutMs: 600000, Network: net,
 		Status: status, ExitCode: exit, Duration: d, DurationMs: d.Milliseconds(),
+	}
+	if status != validation.StatusNotRun && status != validation.StatusInconclusive {
+		s.Egress = eg
 	}
 	if out != "" {
 		s.Output = validation.Output{Head: out, Bytes: int64(len(out))}
@@ -85,6 +94,12 @@ func failedRecord() validation.Record {
 		step("build", []string{"npm", "run", "build"}, validation.StatusTimedOut, nil, 10*time.Minute, "building…\n"),
 	}
 	r.Steps[2].Reason = "timed out after 10 min"
+	// An install script that tried the cloud metadata address and a
+	// registry the repository's .npmrc named.
+	r.Steps[0].Egress.Denied = []validation.EgressDenial{
+		{Host: "169.254.169.254", Port: 80, Reason: "not_allowed", Count: 2},
+		{Host: "npm.evil.example", Port: 443, Reason: "not_allowed", Count: 1},
+	}
 	r.Findings = []validation.Finding{
 		{Severity: validation.SeverityHigh, Step: "test", Title: "`test` failed (exit code 1)", Body: failOut, ExecutionClaim: true,
 			EvidenceStatus: "unverified", DowngradedReason: "no evidence artifact was stored"},
@@ -111,7 +126,7 @@ func refusedRecord() validation.Record {
 		Executor:       "managed-e2b",
 		PackageManager: validation.NPM,
 		Steps: []validation.StepResult{
-			{Name: "install", Argv: []string{"npm", "ci"}, Network: validation.NetworkFull, TimeoutMs: 600000, Status: validation.StatusNotRun, Reason: "not run"},
+			{Name: "install", Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry, TimeoutMs: 600000, Status: validation.StatusNotRun, Reason: "not run"},
 			{Name: "test", Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone, TimeoutMs: 600000, Status: validation.StatusNotRun, Reason: "not run"},
 		},
 		Findings: []validation.Finding{},

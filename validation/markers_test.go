@@ -15,7 +15,7 @@ func markerPlan() Plan {
 	return Plan{
 		PackageManager: NPM,
 		Steps: []Step{
-			{Name: StepInstall, Argv: []string{"npm", "ci"}, Network: NetworkFull, Timeout: 10 * time.Minute},
+			{Name: StepInstall, Argv: []string{"npm", "ci"}, Network: NetworkRegistry, Timeout: 10 * time.Minute},
 			{Name: StepTest, Argv: []string{"npm", "run", "test"}, Network: NetworkNone, Timeout: 5 * time.Minute},
 			{Name: StepTypecheck, Argv: []string{"npm", "run", "typecheck"}, Inconclusive: "the script can only succeed"},
 			{Name: StepLint, Argv: []string{"npm", "run", "lint"}, Network: NetworkNone},

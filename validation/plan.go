@@ -24,6 +24,15 @@ type PlanOptions struct {
 	StepTimeout time.Duration
 	// InstallTimeout bounds the install step (DefaultInstallTimeout).
 	InstallTimeout time.Duration
+	// InstallNetwork is the install step's network: NetworkRegistry (the
+	// default, also for "") or NetworkNone, for repositories that vendor
+	// their dependencies. Any other value is treated as NetworkNone: the
+	// plan never widens what a caller asked for.
+	InstallNetwork Network
+	// InstallIgnoreScripts passes the package manager's flag that skips
+	// lifecycle scripts (preinstall, install, postinstall, prepare, and
+	// every dependency's) to the install step.
+	InstallIgnoreScripts bool
 }
 
 func (o PlanOptions) withDefaults() PlanOptions {
@@ -38,6 +47,12 @@ func (o PlanOptions) withDefaults() PlanOptions {
 	}
 	if o.InstallTimeout <= 0 {
 		o.InstallTimeout = DefaultInstallTimeout
+	}
+	switch o.InstallNetwork {
+	case "", NetworkRegistry:
+		o.InstallNetwork = NetworkRegistry
+	default:
+		o.InstallNetwork = NetworkNone
 	}
 	return o
 }
@@ -103,11 +118,19 @@ func PlanFromManifest(data []byte, lockfiles []string, opts PlanOptions) Plan {
 		install := Step{
 			Name:    StepInstall,
 			Argv:    InstallArgv(det.Manager, det.Lockfile != ""),
-			Network: NetworkFull,
+			Network: opts.InstallNetwork,
 			Timeout: opts.InstallTimeout,
 		}
+		if opts.InstallIgnoreScripts {
+			install.Argv = append(install.Argv, IgnoreScriptsArgs(det.Manager)...)
+			notes = append(notes, "lifecycle scripts are skipped during the install step ("+strings.Join(IgnoreScriptsArgs(det.Manager), " ")+")")
+		} else {
+			notes = append(notes, installHookNotes(det.Manager, m.scripts, opts.InstallNetwork)...)
+		}
+		if opts.InstallNetwork == NetworkNone {
+			notes = append(notes, "the install step runs with no network: dependencies must be vendored in the checkout")
+		}
 		steps = append([]Step{install}, steps...)
-		notes = append(notes, installHookNotes(det.Manager, m.scripts)...)
 		if det.Lockfile == "" {
 			notes = append(notes, fmt.Sprintf("no %s lockfile: the install is not frozen and may resolve different versions", det.Manager))
 		}
@@ -161,7 +184,11 @@ func installLifecycle() []string {
 }
 
 // installHookNotes names the root lifecycle scripts the install step runs.
-func installHookNotes(pm PackageManager, scripts map[string]string) []string {
+func installHookNotes(pm PackageManager, scripts map[string]string, network Network) []string {
+	with := "with the registry proxy as its only network"
+	if network == NetworkNone {
+		with = "with no network"
+	}
 	var notes []string
 	for _, h := range installLifecycle() {
 		if strings.Trim(scripts[h], " \t\n") == "" {
@@ -171,7 +198,7 @@ func installHookNotes(pm PackageManager, scripts map[string]string) []string {
 		if pm != NPM {
 			verb = "may run"
 		}
-		notes = append(notes, fmt.Sprintf("lifecycle hook scripts.%s %s during the install step, with network", h, verb))
+		notes = append(notes, fmt.Sprintf("lifecycle hook scripts.%s %s during the install step, %s", h, verb, with))
 	}
 	return notes
 }

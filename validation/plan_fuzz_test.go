@@ -90,7 +90,7 @@ func FuzzPlanFromManifest(f *testing.F) {
 			}
 			if s.Name == StepInstall {
 				hasInstall = true
-				if s.Network != NetworkFull || s.Script != "" || s.Inconclusive != "" || s.Timeout != DefaultInstallTimeout {
+				if s.Network != NetworkRegistry || s.Script != "" || s.Inconclusive != "" || s.Timeout != DefaultInstallTimeout {
 					t.Fatalf("install step %+v", s)
 				}
 				continue

@@ -28,7 +28,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
 				Steps: []Step{
-					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkFull, Timeout: DefaultInstallTimeout},
+					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "vitest run", Network: NetworkNone, Timeout: DefaultStepTimeout},
 					{Name: "typecheck", Argv: []string{"npm", "run", "typecheck"}, Script: "tsc --noEmit", Network: NetworkNone, Timeout: DefaultStepTimeout},
 					{Name: "lint", Argv: []string{"npm", "run", "lint"}, Script: "eslint .", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -43,7 +43,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: SourceDefault,
 				Steps: []Step{
-					{Name: "install", Argv: []string{"npm", "install", "--no-audit", "--no-fund"}, Network: NetworkFull, Timeout: 2 * time.Minute},
+					{Name: "install", Argv: []string{"npm", "install", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: 2 * time.Minute},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "node --test", Network: NetworkNone, Timeout: time.Minute},
 				},
 				Notes: []string{"no npm lockfile: the install is not frozen and may resolve different versions"},
@@ -56,7 +56,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField, Lockfile: "yarn.lock",
 				Steps: []Step{
-					{Name: "install", Argv: []string{"yarn", "install", "--immutable"}, Network: NetworkFull, Timeout: DefaultInstallTimeout},
+					{Name: "install", Argv: []string{"yarn", "install", "--immutable"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "lint", Argv: []string{"yarn", "run", "lint"}, Script: "eslint .", Network: NetworkNone, Timeout: DefaultStepTimeout},
 				},
 			},
@@ -80,7 +80,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: PNPM, PackageManagerSource: "pnpm-lock.yaml", Lockfile: "pnpm-lock.yaml",
 				Steps: []Step{
-					{Name: "install", Argv: []string{"pnpm", "install", "--frozen-lockfile"}, Network: NetworkFull, Timeout: DefaultInstallTimeout},
+					{Name: "install", Argv: []string{"pnpm", "install", "--frozen-lockfile"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"pnpm", "run", "test"}, Script: "exit 0", Network: NetworkNone, Timeout: DefaultStepTimeout, Inconclusive: "the script can only succeed: it runs nothing but exit 0"},
 					{Name: "lint", Argv: []string{"pnpm", "run", "lint"}, Script: "eslint .", Network: NetworkNone, Timeout: DefaultStepTimeout},
 				},
@@ -93,15 +93,48 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
 				Steps: []Step{
-					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkFull, Timeout: DefaultInstallTimeout},
+					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "tap", Network: NetworkNone, Timeout: DefaultStepTimeout},
 				},
 				Notes: []string{
 					"lifecycle hook scripts.pretest runs before test, inside the same step",
 					"lifecycle hook scripts.posttest runs after test, inside the same step",
-					"lifecycle hook scripts.preinstall runs during the install step, with network",
-					"lifecycle hook scripts.postinstall runs during the install step, with network",
-					"lifecycle hook scripts.prepare runs during the install step, with network",
+					"lifecycle hook scripts.preinstall runs during the install step, with the registry proxy as its only network",
+					"lifecycle hook scripts.postinstall runs during the install step, with the registry proxy as its only network",
+					"lifecycle hook scripts.prepare runs during the install step, with the registry proxy as its only network",
+				},
+			},
+		},
+		{
+			name:  "ignore scripts and no network",
+			data:  `{"scripts":{"test":"tap","postinstall":"node setup.js"}}`,
+			files: []string{"package-lock.json"},
+			opts:  PlanOptions{InstallNetwork: NetworkNone, InstallIgnoreScripts: true},
+			want: Plan{
+				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
+				Steps: []Step{
+					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"}, Network: NetworkNone, Timeout: DefaultInstallTimeout},
+					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "tap", Network: NetworkNone, Timeout: DefaultStepTimeout},
+				},
+				Notes: []string{
+					"lifecycle scripts are skipped during the install step (--ignore-scripts)",
+					"the install step runs with no network: dependencies must be vendored in the checkout",
+				},
+			},
+		},
+		{
+			name: "yarn berry skips builds",
+			data: `{"packageManager":"yarn@4.1.0","scripts":{"test":"vitest"}}`,
+			opts: PlanOptions{InstallIgnoreScripts: true},
+			want: Plan{
+				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField,
+				Steps: []Step{
+					{Name: "install", Argv: []string{"yarn", "install", "--mode=skip-build"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
+					{Name: "test", Argv: []string{"yarn", "run", "test"}, Script: "vitest", Network: NetworkNone, Timeout: DefaultStepTimeout},
+				},
+				Notes: []string{
+					"lifecycle scripts are skipped during the install step (--mode=skip-build)",
+					"no yarn-berry lockfile: the install is not frozen and may resolve different versions",
 				},
 			},
 		},
@@ -111,7 +144,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			want: Plan{
 				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField,
 				Steps: []Step{
-					{Name: "install", Argv: []string{"yarn", "install"}, Network: NetworkFull, Timeout: DefaultInstallTimeout},
+					{Name: "install", Argv: []string{"yarn", "install"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"yarn", "run", "test"}, Script: "vitest", Network: NetworkNone, Timeout: DefaultStepTimeout},
 				},
 				Notes: []string{
@@ -146,9 +179,11 @@ func TestPlanOptionsDefaults(t *testing.T) {
 		in   PlanOptions
 		want PlanOptions
 	}{
-		{name: "zero", in: PlanOptions{}, want: PlanOptions{MaxManifestBytes: DefaultMaxManifestBytes, MaxManifestDepth: DefaultMaxManifestDepth, StepTimeout: DefaultStepTimeout, InstallTimeout: DefaultInstallTimeout}},
-		{name: "negative", in: PlanOptions{MaxManifestBytes: -1, MaxManifestDepth: -1, StepTimeout: -1, InstallTimeout: -1}, want: PlanOptions{MaxManifestBytes: DefaultMaxManifestBytes, MaxManifestDepth: DefaultMaxManifestDepth, StepTimeout: DefaultStepTimeout, InstallTimeout: DefaultInstallTimeout}},
-		{name: "set", in: PlanOptions{MaxManifestBytes: 10, MaxManifestDepth: 2, StepTimeout: time.Second, InstallTimeout: time.Hour}, want: PlanOptions{MaxManifestBytes: 10, MaxManifestDepth: 2, StepTimeout: time.Second, InstallTimeout: time.Hour}},
+		{name: "zero", in: PlanOptions{}, want: PlanOptions{MaxManifestBytes: DefaultMaxManifestBytes, MaxManifestDepth: DefaultMaxManifestDepth, StepTimeout: DefaultStepTimeout, InstallTimeout: DefaultInstallTimeout, InstallNetwork: NetworkRegistry}},
+		{name: "negative", in: PlanOptions{MaxManifestBytes: -1, MaxManifestDepth: -1, StepTimeout: -1, InstallTimeout: -1}, want: PlanOptions{MaxManifestBytes: DefaultMaxManifestBytes, MaxManifestDepth: DefaultMaxManifestDepth, StepTimeout: DefaultStepTimeout, InstallTimeout: DefaultInstallTimeout, InstallNetwork: NetworkRegistry}},
+		{name: "set", in: PlanOptions{MaxManifestBytes: 10, MaxManifestDepth: 2, StepTimeout: time.Second, InstallTimeout: time.Hour, InstallNetwork: NetworkNone, InstallIgnoreScripts: true}, want: PlanOptions{MaxManifestBytes: 10, MaxManifestDepth: 2, StepTimeout: time.Second, InstallTimeout: time.Hour, InstallNetwork: NetworkNone, InstallIgnoreScripts: true}},
+		// The plan never widens a network it does not know.
+		{name: "unknown network", in: PlanOptions{InstallNetwork: NetworkHost}, want: PlanOptions{MaxManifestBytes: DefaultMaxManifestBytes, MaxManifestDepth: DefaultMaxManifestDepth, StepTimeout: DefaultStepTimeout, InstallTimeout: DefaultInstallTimeout, InstallNetwork: NetworkNone}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

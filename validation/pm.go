@@ -200,6 +200,17 @@ func InstallArgv(pm PackageManager, frozen bool) []string {
 	}
 }
 
+// IgnoreScriptsArgs are the install arguments with which pm runs no
+// lifecycle script (the root's and every dependency's). Yarn 2+ has no
+// such flag; its skip-build mode skips the build scripts of dependencies,
+// and the root's postinstall too.
+func IgnoreScriptsArgs(pm PackageManager) []string {
+	if pm == YarnBerry {
+		return []string{"--mode=skip-build"}
+	}
+	return []string{"--ignore-scripts"}
+}
+
 // RunArgv is the command that runs one package.json script with pm. name
 // is always one of ScriptNames: script names are never taken from the
 // manifest.

@@ -27,7 +27,7 @@ func goldenPlan() Plan {
 	return Plan{
 		PackageManager: NPM,
 		Steps: []Step{
-			{Name: StepInstall, Argv: []string{"npm", "ci"}, Network: NetworkFull, Timeout: 10 * time.Minute},
+			{Name: StepInstall, Argv: []string{"npm", "ci"}, Network: NetworkRegistry, Timeout: 10 * time.Minute},
 			{Name: StepTest, Argv: []string{"npm", "run", "test"}, Script: "vitest run; echo $HOME `id`", Network: NetworkNone},
 			{Name: StepTypecheck, Argv: []string{"npm", "run", "typecheck"}, Script: "true", Inconclusive: "the script can only succeed\nrm -rf /"},
 			{Name: StepLint, Argv: []string{"npm", "run", "lint", "--", "it's", "$(id)", "a b"}, Network: NetworkNone},

@@ -33,7 +33,18 @@ const (
 type Network string
 
 const (
+	// NetworkNone: the step's own network namespace, with nothing in it
+	// but its loopback.
 	NetworkNone Network = "none"
+	// NetworkRegistry: the package registries of the allow-list and
+	// nothing else (the install step). Locally that is gilf's forward
+	// proxy; remote executors ask their provider for the same list.
+	NetworkRegistry Network = "registry"
+	// NetworkHost: the host's own network. gilf never gives it to a step
+	// it sandboxes; only tier none (no namespaces at all) records it.
+	NetworkHost Network = "host"
+	// NetworkFull is the self-host command's "all network" intent
+	// (GILF_SELF_HOST_NETWORK=full): the command decides what it means.
 	NetworkFull Network = "full"
 )
 
@@ -160,6 +171,9 @@ type StepResult struct {
 	// status alone does not (memory limit, output limit, timeout, not run
 	// because install failed, inconclusive script).
 	Reason string `json:"reason,omitempty"`
+	// Egress records what the step's network allowed and what it tried;
+	// nil for a step that did not run.
+	Egress *Egress `json:"egress,omitempty"`
 }
 
 // Severity of a finding.

@@ -62,6 +62,8 @@ type ValidationConfig struct {
 	// GILF_VALIDATION_INSTALL_TIMEOUT_MS (validation's defaults when unset).
 	StepTimeout    time.Duration
 	InstallTimeout time.Duration
+	// Install is GILF_INSTALL_*: the install step's network and scripts.
+	Install InstallConfig
 }
 
 // Selection is the executor selection of the environment; the pipeline
@@ -72,7 +74,10 @@ func (v ValidationConfig) Selection() executors.Selection {
 
 // PlanOptions are the plan settings of the environment.
 func (v ValidationConfig) PlanOptions() validation.PlanOptions {
-	return validation.PlanOptions{StepTimeout: v.StepTimeout, InstallTimeout: v.InstallTimeout}
+	return validation.PlanOptions{
+		StepTimeout: v.StepTimeout, InstallTimeout: v.InstallTimeout,
+		InstallNetwork: v.Install.Network, InstallIgnoreScripts: v.Install.IgnoreScripts,
+	}
 }
 
 // Load reads the whole Config through getenv, reporting every invalid
@@ -134,6 +139,7 @@ func loadValidation(getenv func(string) string, errs []error) (ValidationConfig,
 	if v.InstallTimeout, err = millis(getenv, "GILF_VALIDATION_INSTALL_TIMEOUT_MS"); err != nil {
 		errs = append(errs, err)
 	}
+	v.Install, errs = loadInstall(getenv, errs)
 	return v, errs
 }
 

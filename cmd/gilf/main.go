@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/executors/local/egress"
 )
 
 // Exit codes of every subcommand.
@@ -53,6 +55,9 @@ func commands() []command {
 }
 
 func main() {
+	// The sandbox's egress bridge is this binary too (a hidden
+	// subcommand); it must not read config or set up signals first.
+	egress.MaybeRunBridge()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	getenv, environ := processEnv()
 	code := run(ctx, Env{

@@ -24,6 +24,7 @@ import (
 	"github.com/gilf-review/gilf/executors/crabbox"
 	"github.com/gilf-review/gilf/executors/e2b"
 	"github.com/gilf-review/gilf/executors/local"
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/executors/selfhost"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
@@ -237,8 +238,21 @@ func workerOwner() (string, error) {
 func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []validation.Secret, log *slog.Logger) (executors.Set, error) {
 	var set executors.Set
 	var errs []error
+	// The install step's allow-list: the registries the worker's package
+	// managers name, and GILF_INSTALL_ALLOW_HOSTS. Asked only when an
+	// executor that enforces it is configured.
+	var reg WorkerRegistries
+	var rules []egress.Rule
+	if cfg.Validation.AllowLocal || sc.E2B.Configured() {
+		reg = probeRegistries(context.Background(), execRunner(environ))
+		rules = installRules(reg, cfg.Validation.Install)
+		logRegistries(log, rules, reg)
+	}
 	if cfg.Validation.AllowLocal {
-		e, err := local.New(log, local.Options{MinTier: cfg.Validation.LocalMinTier})
+		e, err := local.New(log, local.Options{
+			MinTier: cfg.Validation.LocalMinTier,
+			Egress:  local.EgressOptions{AllowHosts: rules, Registries: reg.Npm},
+		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local executor: %w", err))
 		} else {
@@ -271,7 +285,7 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		e, err := e2b.New(e2b.Options{
 			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
 			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
-			AllowOut: sc.E2B.AllowOut, Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
+			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
 		})
 		if err != nil {
 			errs = append(errs, err)

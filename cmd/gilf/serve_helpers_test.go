@@ -452,6 +452,9 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\bv?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]*)?\b`), "<version>"},
 	{regexp.MustCompile(`\b[0-9a-f]{64}\b`), "<sha256>"},
 	{regexp.MustCompile(`gilf:job=\d+`), "gilf:job=<id>"},
+	// The install allow-list holds the registries this machine's npm,
+	// yarn and pnpm are configured for.
+	{regexp.MustCompile("allowed destinations [^\n]*\\.\n"), "allowed destinations <the worker's registries>.\n"},
 }
 
 func normalize(s string) string {

@@ -31,11 +31,13 @@ type recordView struct {
 }
 
 type stepView struct {
-	Name         string             `json:"name"`
-	Command      []string           `json:"command"`
-	Cwd          string             `json:"cwd"`
-	TimeoutMs    int64              `json:"timeoutMs"`
-	Network      validation.Network `json:"network"`
+	Name      string             `json:"name"`
+	Command   []string           `json:"command"`
+	Cwd       string             `json:"cwd"`
+	TimeoutMs int64              `json:"timeoutMs"`
+	Network   validation.Network `json:"network"`
+	// Egress is null for a step that did not run.
+	Egress       *validation.Egress `json:"egress"`
 	Status       validation.Status  `json:"status"`
 	ExitCode     *int               `json:"exitCode"`
 	Signal       *string            `json:"signal"`
@@ -103,7 +105,7 @@ func newRecordView(r validation.Record) recordView {
 	}
 	for _, s := range r.Steps {
 		sv := stepView{
-			Name: s.Name, Command: nonNil(s.Argv), Cwd: s.Cwd, TimeoutMs: s.TimeoutMs, Network: s.Network,
+			Name: s.Name, Command: nonNil(s.Argv), Cwd: s.Cwd, TimeoutMs: s.TimeoutMs, Network: s.Network, Egress: s.Egress,
 			Status: s.Status, ExitCode: s.ExitCode, DurationMs: s.DurationMs,
 			OutputBytes: s.Output.Bytes, OutputSHA256: s.Output.SHA256, Truncated: s.Output.Truncated,
 			Redactions: s.Output.Redactions, Reported: s.Reported, Reason: s.Reason,

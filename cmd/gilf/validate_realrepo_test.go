@@ -9,12 +9,13 @@ import (
 	"testing"
 
 	"github.com/gilf-review/gilf/internal/shared"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // TestValidateRealRepository is the foundation's "done when": gilf validate
 // on a real small JS repository (typicode/steno, from the shared data)
 // installs its dependencies from the npm registry (the install step is the
-// only one with network) and runs its tests, lint and build in the sandbox
+// only one with a way out: gilf's proxy, to the registry alone) and runs its tests, lint and build in the sandbox
 // at the read-only tier; the same repository with its test broken fails,
 // with the failing output in the finding.
 func TestValidateRealRepository(t *testing.T) {
@@ -31,12 +32,27 @@ func TestValidateRealRepository(t *testing.T) {
 	if rec.IsolationTier != "read-only" {
 		t.Errorf("isolation tier %q, want read-only", rec.IsolationTier)
 	}
-	want := map[string]string{"install": "full", "test": "none", "lint": "none", "build": "none"}
+	want := map[string]string{"install": "registry", "test": "none", "lint": "none", "build": "none"}
 	for _, s := range rec.Steps {
 		if net, ok := want[s.Name]; !ok || s.Network != net || s.Status != "passed" {
 			t.Errorf("step %s: status %s network %s; want passed with network %s", s.Name, s.Status, s.Network, net)
 		}
 		delete(want, s.Name)
+		if s.Egress == nil {
+			t.Errorf("step %s has no egress record", s.Name)
+			continue
+		}
+		if s.Name != "install" {
+			if len(s.Egress.Allowed)+len(s.Egress.Denied) != 0 {
+				t.Errorf("step %s reached something: %+v", s.Name, s.Egress)
+			}
+			continue
+		}
+		// The registry the worker's npm names, reached through the
+		// proxy, and nothing else asked for.
+		if len(s.Egress.Allowed) != 1 || s.Egress.Allowed[0].Host != "registry.npmjs.org" || s.Egress.Allowed[0].BytesIn == 0 || len(s.Egress.Denied) != 0 {
+			t.Errorf("install egress %+v", s.Egress)
+		}
 	}
 	if len(want) != 0 {
 		t.Errorf("steps missing from the record: %v", want)
@@ -69,8 +85,9 @@ type recordJSON struct {
 	Outcome       string `json:"outcome"`
 	IsolationTier string `json:"isolationTier"`
 	Steps         []struct {
-		Name    string `json:"name"`
-		Status  string `json:"status"`
-		Network string `json:"network"`
+		Name    string             `json:"name"`
+		Status  string             `json:"status"`
+		Network string             `json:"network"`
+		Egress  *validation.Egress `json:"egress"`
 	} `json:"steps"`
 }

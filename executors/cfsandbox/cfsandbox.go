@@ -270,6 +270,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		Lifetime:  fmt.Sprintf("the run's time (%v, %s)", e.opts.Timeout, EnvTimeout),
 	}, &bridgeRunner{c: e.bridge, id: id, cwd: cwd})
 	res.Steps = out.Steps
+	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedNone, nil)
 	res.Notes = append(res.Notes, out.Notes...)
 	res.Integrity = strings.Join(out.Issues, "; ")
 	return res, err

@@ -251,7 +251,9 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	steps, integrity := parser.Finish()
 	anyStart, open, _ := obs.State()
 	res.Steps = steps
-	res.Notes = []string{"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"}
+	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedNone, nil)
+	res.Notes = []string{"egress: gilf sends crabbox no egress policy; the machine's network is the provider's",
+		"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"}
 	if len(removed) > 0 {
 		res.Notes = append(res.Notes, "removed the repository's crabbox config from the synced copy: "+strings.Join(removed, ", "))
 	}

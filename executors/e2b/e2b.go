@@ -90,8 +90,13 @@ type Options struct {
 	CPU      int
 	MemoryMB int
 	// AllowOut are the hosts the install step may reach; nil means
-	// DefaultAllowOut of the plan's package manager.
+	// DefaultAllowOut of the plan's package manager together with
+	// RegistryHosts.
 	AllowOut []string
+	// RegistryHosts are the registry hosts of the worker's own allow-list
+	// (the local executor's): the install step of an E2B sandbox may
+	// reach the same registries. Ignored when AllowOut is set.
+	RegistryHosts []string
 	// User runs the processes and owns the files.
 	User    string
 	WorkDir string
@@ -217,7 +222,7 @@ func New(opts Options) (*Executor, error) {
 	if !strings.HasPrefix(opts.WorkDir, "/") || strings.ContainsAny(opts.WorkDir, "\x00\n") {
 		errs = append(errs, fmt.Errorf("e2b work dir %q is not an absolute path", opts.WorkDir))
 	}
-	for _, h := range opts.AllowOut {
+	for _, h := range append(slices.Clone(opts.AllowOut), opts.RegistryHosts...) {
 		if h == "" || strings.ContainsAny(h, " \t\r\n/") {
 			errs = append(errs, fmt.Errorf("e2b allowed host %q is not a host, IP or CIDR", h))
 		}
@@ -278,7 +283,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 	}()
 
-	egress := planEgress(req.Plan, e.opts.AllowOut)
+	egress := planEgress(req.Plan, e.opts.AllowOut, e.opts.RegistryHosts)
 	lifetime, capped := e.lifetime(req.Plan, req.Run)
 	createdAt := time.Now()
 	info, err := e.create(ctx, req, egress, lifetime)
@@ -346,6 +351,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		BeforeStep: network.prepare,
 	}, runner)
 	res.Steps = out.Steps
+	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedByProvider, egress.registry.allowOut)
 	res.Notes = append(res.Notes, out.Notes...)
 	res.Notes = append(res.Notes, network.notes...)
 	res.Integrity = strings.Join(out.Issues, "; ")

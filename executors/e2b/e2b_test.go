@@ -26,7 +26,7 @@ import (
 
 func TestCreateRequest(t *testing.T) {
 	install := sh(validation.StepInstall, "exit 0")
-	install.Network = validation.NetworkFull
+	install.Network = validation.NetworkRegistry
 	install.Timeout = 3 * time.Minute
 	test := sh(validation.StepTest, "exit 0")
 	test.Timeout = 2 * time.Minute
@@ -35,6 +35,7 @@ func TestCreateRequest(t *testing.T) {
 		steps       []validation.Step
 		pm          validation.PackageManager
 		allowOut    []string
+		registry    []string
 		wantTimeout int64
 		wantFields  map[string]string // field → JSON
 		wantUpdates []string
@@ -73,7 +74,18 @@ func TestCreateRequest(t *testing.T) {
 			},
 		},
 		{
+			name:        "the worker's registries join the defaults",
+			steps:       []validation.Step{install},
+			pm:          validation.NPM,
+			registry:    []string{"registry.npmjs.org", "npm.mirror.example"},
+			wantTimeout: 5*60 + 1 + 3*60 + 8,
+			wantFields: map[string]string{
+				"network": `{"allowOut":["registry.npmjs.org","npm.mirror.example"],"denyOut":["0.0.0.0/0"]}`,
+			},
+		},
+		{
 			name:        "configured hosts replace the defaults",
+			registry:    []string{"npm.mirror.example"},
 			steps:       []validation.Step{install, test},
 			pm:          validation.PNPM,
 			allowOut:    []string{"npm.internal.example"},
@@ -87,7 +99,7 @@ func TestCreateRequest(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, nil)
-			e := f.exec(t, func(o *Options) { o.AllowOut = tc.allowOut })
+			e := f.exec(t, func(o *Options) { o.AllowOut, o.RegistryHosts = tc.allowOut, tc.registry })
 			req := request(t, tc.steps...)
 			req.Plan.PackageManager = tc.pm
 			res, err := run(t, e, req)
@@ -97,6 +109,15 @@ func TestCreateRequest(t *testing.T) {
 			for i, r := range res.Steps {
 				if r.Status != validation.StatusPassed {
 					t.Errorf("step %d %s: %s (%s)", i, r.Name, r.Status, r.Reason)
+				}
+				// The record says what was asked of the provider, and
+				// that the provider, not gilf, enforced it.
+				if r.Egress == nil || r.Egress.Enforcement != validation.EnforcedByProvider || r.Egress.Network != r.Network || r.Egress.Observed {
+					t.Errorf("step %s egress record %+v", r.Name, r.Egress)
+					continue
+				}
+				if r.Network == validation.NetworkRegistry && len(r.Egress.AllowList) == 0 || r.Network == validation.NetworkNone && len(r.Egress.AllowList) != 0 {
+					t.Errorf("step %s (%s) allow-list %q", r.Name, r.Network, r.Egress.AllowList)
 				}
 			}
 			creates := f.srv.Creates()

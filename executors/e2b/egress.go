@@ -64,10 +64,15 @@ type egressPlan struct {
 	used     bool // some runnable step has network access
 }
 
-func planEgress(plan validation.Plan, allowOut []string) egressPlan {
+func planEgress(plan validation.Plan, allowOut, registry []string) egressPlan {
 	hosts := allowOut
 	if hosts == nil {
 		hosts = DefaultAllowOut(plan.PackageManager)
+		for _, h := range registry {
+			if !slices.Contains(hosts, h) {
+				hosts = append(hosts, h)
+			}
+		}
 	}
 	p := egressPlan{initial: noEgress(), registry: egressState{allowOut: slices.Clone(hosts)}}
 	if len(hosts) == 0 {
@@ -78,7 +83,7 @@ func planEgress(plan validation.Plan, allowOut []string) egressPlan {
 		if st.Inconclusive != "" {
 			continue
 		}
-		if st.Network == validation.NetworkFull {
+		if st.Network == validation.NetworkRegistry {
 			p.used = true
 			if first {
 				p.initial = p.registry
@@ -90,7 +95,7 @@ func planEgress(plan validation.Plan, allowOut []string) egressPlan {
 }
 
 func (p egressPlan) want(st validation.Step) egressState {
-	if st.Network == validation.NetworkFull {
+	if st.Network == validation.NetworkRegistry {
 		return p.registry
 	}
 	return noEgress()

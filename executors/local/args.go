@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -29,14 +30,31 @@ type Paths struct {
 	// in the step's cgroup before running anything).
 	InfoFD  int
 	BlockFD int
+	// Egress, for a step whose network is the registry, is where its
+	// proxy and bridge are; nil otherwise.
+	Egress *EgressPaths
 }
 
-// stepNetwork is the network a step actually gets: the host network when
-// AllowNetwork is set, or for the install step when its plan asks for it;
-// none otherwise.
-func stepNetwork(opts Options, step validation.Step) validation.Network {
-	if opts.AllowNetwork || (step.Name == validation.StepInstall && step.Network == validation.NetworkFull) {
-		return validation.NetworkFull
+// EgressPaths are the host-side facts of an install step's proxy.
+type EgressPaths struct {
+	// SocketDir is the host directory holding the proxy's unix socket,
+	// bound at SandboxSocketDir.
+	SocketDir string
+	// Bridge is the host path of the bridge binary, bound read-only at
+	// SandboxBridgePath; it is in the run directory, where the sandbox
+	// uid can reach it wherever the worker's own binary lives.
+	Bridge string
+	// ReadyFD is the child's descriptor on which the bridge says it
+	// listens, before it starts the step.
+	ReadyFD int
+}
+
+// stepNetwork is the network a step actually gets: the registry (through
+// the proxy) for an install step whose plan asks for it; none for every
+// other step. The host network is never given.
+func stepNetwork(step validation.Step) validation.Network {
+	if step.Name == validation.StepInstall && step.Network == validation.NetworkRegistry {
+		return validation.NetworkRegistry
 	}
 	return validation.NetworkNone
 }
@@ -45,10 +63,9 @@ func stepNetwork(opts Options, step validation.Step) validation.Network {
 // in a sandbox laid out by paths. It is pure: opts must already carry its
 // defaults (New applies them) and it reads nothing from the host.
 func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
+	// --unshare-all gives the sandbox its own network namespace with only
+	// a loopback; there is no --share-net, for any step.
 	a := []string{opts.BwrapPath, "--unshare-all"}
-	if stepNetwork(opts, step) == validation.NetworkFull {
-		a = append(a, "--share-net")
-	}
 	a = append(a,
 		"--die-with-parent",
 		"--new-session",
@@ -57,6 +74,9 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 		"--clearenv",
 	)
 	env := opts.stepEnv()
+	if paths.Egress != nil {
+		maps.Copy(env, proxyEnv())
+	}
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		a = append(a, "--setenv", k, env[k])
 	}
@@ -83,6 +103,12 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	for _, p := range paths.DenyFiles {
 		a = append(a, "--ro-bind", "/dev/null", p)
 	}
+	if e := paths.Egress; e != nil {
+		a = append(a,
+			"--ro-bind", e.Bridge, SandboxBridgePath,
+			"--bind", e.SocketDir, SandboxSocketDir,
+		)
+	}
 	a = append(a, "--remount-ro", "/")
 	if paths.InfoFD > 0 && paths.BlockFD > 0 {
 		a = append(a,
@@ -91,5 +117,8 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 		)
 	}
 	a = append(a, "--chdir", SandboxWorkspace, "--")
+	if e := paths.Egress; e != nil {
+		return append(a, egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, step.Argv)...)
+	}
 	return append(a, step.Argv...)
 }

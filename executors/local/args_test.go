@@ -39,7 +39,7 @@ func TestBuildArgsGolden(t *testing.T) {
 		Home:      "/var/lib/gilf-run/gilf-local-1/home",
 		Tmp:       "/var/lib/gilf-run/gilf-local-1/tmp",
 	}
-	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkFull, Timeout: time.Minute}
+	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry, Timeout: time.Minute}
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
 	tests := []struct {
 		name  string
@@ -48,10 +48,16 @@ func TestBuildArgsGolden(t *testing.T) {
 		paths func(Paths) Paths
 	}{
 		{name: "script-default", step: test},
-		{name: "install-network", step: install},
+		{
+			name: "install-network",
+			step: install,
+			paths: func(p Paths) Paths {
+				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", Bridge: "/var/lib/gilf-run/gilf-local-1/egress-bridge", ReadyFD: 3}
+				return p
+			},
+		},
 		{name: "install-no-network", step: validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "install"}, Network: validation.NetworkNone}},
-		{name: "script-asks-network", step: validation.Step{Name: validation.StepLint, Argv: []string{"npm", "run", "lint"}, Network: validation.NetworkFull}},
-		{name: "allow-network", opts: Options{AllowNetwork: true}, step: test},
+		{name: "script-asks-network", step: validation.Step{Name: validation.StepLint, Argv: []string{"npm", "run", "lint"}, Network: validation.NetworkRegistry}},
 		{
 			name: "allow-and-deny",
 			opts: Options{
@@ -137,20 +143,21 @@ func TestBuildArgsInvariants(t *testing.T) {
 
 func TestStepNetwork(t *testing.T) {
 	tests := []struct {
-		name  string
-		allow bool
-		step  validation.Step
-		want  validation.Network
+		name string
+		step validation.Step
+		want validation.Network
 	}{
-		{"install asks full", false, validation.Step{Name: validation.StepInstall, Network: validation.NetworkFull}, validation.NetworkFull},
-		{"install asks none", false, validation.Step{Name: validation.StepInstall, Network: validation.NetworkNone}, validation.NetworkNone},
-		{"script asks full", false, validation.Step{Name: validation.StepTest, Network: validation.NetworkFull}, validation.NetworkNone},
-		{"script, network allowed", true, validation.Step{Name: validation.StepTest, Network: validation.NetworkNone}, validation.NetworkFull},
-		{"install, network allowed", true, validation.Step{Name: validation.StepInstall}, validation.NetworkFull},
+		{"install asks registry", validation.Step{Name: validation.StepInstall, Network: validation.NetworkRegistry}, validation.NetworkRegistry},
+		{"install asks none", validation.Step{Name: validation.StepInstall, Network: validation.NetworkNone}, validation.NetworkNone},
+		// Nothing widens to the host network, whoever asks.
+		{"install asks host", validation.Step{Name: validation.StepInstall, Network: validation.NetworkHost}, validation.NetworkNone},
+		{"install asks full", validation.Step{Name: validation.StepInstall, Network: validation.NetworkFull}, validation.NetworkNone},
+		{"script asks registry", validation.Step{Name: validation.StepTest, Network: validation.NetworkRegistry}, validation.NetworkNone},
+		{"script asks host", validation.Step{Name: validation.StepTest, Network: validation.NetworkHost}, validation.NetworkNone},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := stepNetwork(Options{AllowNetwork: tt.allow}, tt.step); got != tt.want {
+			if got := stepNetwork(tt.step); got != tt.want {
 				t.Errorf("stepNetwork = %s, want %s", got, tt.want)
 			}
 		})

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -111,7 +112,13 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
+	if rc := userNpmrc(e.opts.Egress.Registries); rc != "" {
+		if err := writeOwned(filepath.Join(dirs.Home, ".npmrc"), []byte(rc), int(e.opts.SandboxUID), int(e.opts.SandboxGID)); err != nil {
+			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+		}
+	}
 	sb := &sandbox{
+		log:       e.log,
 		opts:      e.opts,
 		dirs:      dirs,
 		direct:    p.tier == validation.TierNone,
@@ -185,8 +192,8 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			return executors.Result{}, serr
 		}
 		res.Steps = append(res.Steps, sr)
-		if sr.Network == validation.NetworkFull && !sb.direct {
-			res.Notes = append(res.Notes, fmt.Sprintf("step %s was given the host network", st.Name))
+		if sr.Network == validation.NetworkHost {
+			res.Notes = append(res.Notes, fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name))
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -213,7 +220,7 @@ func notRun(opts Options, st validation.Step, status validation.Status, reason s
 		Argv:      st.Argv,
 		Cwd:       SandboxWorkspace,
 		TimeoutMs: timeout.Milliseconds(),
-		Network:   stepNetwork(opts, st),
+		Network:   stepNetwork(st),
 		Status:    status,
 		Reason:    reason,
 	}

@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -29,10 +30,17 @@ import (
 const helperEnv = "GILF_LOCAL_TEST_HELPER"
 
 func TestMain(m *testing.M) {
+	// Install steps run this test binary as their egress bridge.
+	egress.MaybeRunBridge()
 	if os.Getenv(helperEnv) == "unprivileged-run" {
 		os.Exit(unprivilegedRun())
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	if err := stopRegistry(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop the registry:", err)
+		code = max(code, 1)
+	}
+	os.Exit(code)
 }
 
 // unprivilegedRun is the body of TestNotRootIsRefused, run as uid 65534.
@@ -110,7 +118,7 @@ func TestRunLifecycle(t *testing.T) {
 	req := executors.Request{
 		Dir: dir,
 		Plan: validation.Plan{PackageManager: validation.NPM, Steps: []validation.Step{
-			{Name: validation.StepInstall, Argv: []string{"npm", "install", "--offline", "--no-audit", "--no-fund"}, Network: validation.NetworkFull, Timeout: 2 * time.Minute},
+			{Name: validation.StepInstall, Argv: []string{"npm", "install", "--offline", "--no-audit", "--no-fund"}, Network: validation.NetworkRegistry, Timeout: 2 * time.Minute},
 			{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Script: "node test.js", Network: validation.NetworkNone, Timeout: time.Minute},
 			{Name: validation.StepTypecheck, Argv: []string{"npm", "run", "typecheck"}, Script: "true", Network: validation.NetworkNone, Inconclusive: "script can only succeed"},
 			{Name: validation.StepLint, Argv: []string{"npm", "run", "lint"}, Network: validation.NetworkNone, Timeout: time.Minute},
@@ -144,7 +152,7 @@ func TestRunLifecycle(t *testing.T) {
 		got = append(got, brief{s.Name, s.Status, derefInt(s.ExitCode), s.Network, s.Cwd, s.TimeoutMs})
 	}
 	want := []brief{
-		{"install", validation.StatusPassed, 0, validation.NetworkFull, "/workspace", 120000},
+		{"install", validation.StatusPassed, 0, validation.NetworkRegistry, "/workspace", 120000},
 		{"test", validation.StatusPassed, 0, validation.NetworkNone, "/workspace", 60000},
 		{"typecheck", validation.StatusInconclusive, nil, validation.NetworkNone, "/workspace", DefaultStepTimeout.Milliseconds()},
 		{"lint", validation.StatusFailed, 2, validation.NetworkNone, "/workspace", 60000},
@@ -175,10 +183,17 @@ func TestRunLifecycle(t *testing.T) {
 		t.Errorf("resources %+v", res.Resources)
 	}
 	notes := strings.Join(res.Notes, "\n")
-	for _, w := range []string{"limits in force per step: memory 4294967296 bytes, 512 pids, 2 CPUs", "install was given the host network"} {
+	for _, w := range []string{"limits in force per step: memory 4294967296 bytes, 512 pids, 2 CPUs"} {
 		if !strings.Contains(notes, w) {
 			t.Errorf("notes lack %q:\n%s", w, notes)
 		}
+	}
+	if strings.Contains(notes, "host network") {
+		t.Errorf("notes speak of the host network:\n%s", notes)
+	}
+	// The offline install reached nothing, through a proxy that was there.
+	if eg := res.Steps[0].Egress; eg == nil || eg.Enforcement != validation.EnforcedByWorker || len(eg.Allowed)+len(eg.Denied) != 0 || eg.Summary() != "registry via proxy: 0 hosts" {
+		t.Errorf("install egress %+v", eg)
 	}
 	if res.Started.IsZero() || res.Finished.Before(res.Started) {
 		t.Errorf("started %v finished %v", res.Started, res.Finished)
@@ -308,8 +323,8 @@ func TestTierNoneHardening(t *testing.T) {
 	if !strings.HasPrefix(out, fmt.Sprint(e.opts.SandboxUID)+"\n") || strings.Contains(out, "canary-value") || !strings.Contains(out, "CI=true") {
 		t.Errorf("output:\n%s", out)
 	}
-	if s.Network != validation.NetworkFull {
-		t.Errorf("tier none has no network namespace; recorded %s", s.Network)
+	if s.Network != validation.NetworkHost || s.Egress == nil || s.Egress.Enforcement != validation.EnforcedNone {
+		t.Errorf("tier none has no network namespace; recorded %s %+v", s.Network, s.Egress)
 	}
 	wantStatus(t, res.Steps[1], validation.StatusTimedOut)
 }

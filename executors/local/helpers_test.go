@@ -71,7 +71,7 @@ func newExec(t *testing.T, opts Options) *Executor {
 }
 
 // repo writes files into a fresh checkout directory.
-func repo(t *testing.T, files map[string]string) string {
+func repo(t testing.TB, files map[string]string) string {
 	t.Helper()
 	d := t.TempDir()
 	for name, body := range files {

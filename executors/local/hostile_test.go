@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,67 +246,6 @@ func TestDaemonDies(t *testing.T) {
 			}
 			assertNoSandboxProcesses(t, e.opts.SandboxUID)
 		})
-	}
-}
-
-// No network in script steps: not the host's loopback, not DNS. The
-// install step that asks for the network gets it.
-func TestNetwork(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	accepted := make(chan struct{}, 4)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			c.Write([]byte("hello from the host\n"))
-			c.Close()
-			accepted <- struct{}{}
-		}
-	}()
-	port := ln.Addr().(*net.TCPAddr).Port
-	connect := fmt.Sprintf(`const s = require("net").connect(%d, "127.0.0.1");
-s.on("data", d => { process.stdout.write("CONNECTED " + d); process.exit(0) });
-s.on("error", e => { console.log("ERR", e.code); process.exit(3) });
-setTimeout(() => { console.log("TIMEOUT"); process.exit(4) }, 5000);`, port)
-	dns := `require("dns").lookup("registry.npmjs.org", (err, addr) => { console.log(err ? "DNSERR " + err.code : "RESOLVED " + addr); process.exit(err ? 3 : 0) })`
-
-	e := newExec(t, Options{})
-	res := runPlan(t, e, repo(t, nil),
-		validation.Step{Name: validation.StepInstall, Argv: []string{"node", "-e", connect}, Network: validation.NetworkFull, Timeout: 20 * time.Second},
-		validation.Step{Name: validation.StepTest, Argv: []string{"node", "-e", connect}, Network: validation.NetworkNone, Timeout: 20 * time.Second},
-		validation.Step{Name: validation.StepLint, Argv: []string{"node", "-e", connect}, Network: validation.NetworkFull, Timeout: 20 * time.Second},
-		validation.Step{Name: validation.StepBuild, Argv: []string{"node", "-e", dns}, Network: validation.NetworkNone, Timeout: 20 * time.Second},
-	)
-	install, test, lint, build := res.Steps[0], res.Steps[1], res.Steps[2], res.Steps[3]
-	wantStatus(t, install, validation.StatusPassed)
-	if install.Network != validation.NetworkFull || !strings.Contains(install.Output.Head, "CONNECTED hello from the host") {
-		t.Errorf("install: network %s output %q", install.Network, install.Output.Head)
-	}
-	for _, s := range []validation.StepResult{test, lint} {
-		wantStatus(t, s, validation.StatusFailed)
-		if s.Network != validation.NetworkNone || !strings.Contains(s.Output.Head, "ERR ") {
-			t.Errorf("%s: network %s output %q", s.Name, s.Network, s.Output.Head)
-		}
-	}
-	wantStatus(t, build, validation.StatusFailed)
-	if !strings.Contains(build.Output.Head, "DNSERR") {
-		t.Errorf("DNS: %q", build.Output.Head)
-	}
-	if got := len(accepted); got != 1 {
-		t.Errorf("the host listener accepted %d connections, want only the install step's", got)
-	}
-	found := false
-	for _, n := range res.Notes {
-		found = found || strings.Contains(n, "install was given the host network")
-	}
-	if !found {
-		t.Errorf("notes %q do not say the install step had the network", res.Notes)
 	}
 }
 

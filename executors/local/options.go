@@ -32,6 +32,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -147,9 +148,11 @@ type Options struct {
 	// DenyRead are paths masked even under an allowed path: a directory
 	// with an empty tmpfs, anything else with /dev/null.
 	DenyRead []string
-	// AllowNetwork gives every step the host network. By default only an
-	// install step whose plan asks for the network gets it.
-	AllowNetwork bool
+	// Egress is the install step's way out (the forward proxy and its
+	// allow-list). No step ever shares the host's network: script steps
+	// have none at all, and an install step whose plan asks for the
+	// registry reaches it only through the proxy.
+	Egress EgressOptions
 	// Env is the environment of every step; nil means DefaultEnv. HOME,
 	// TMPDIR and CI=true are always set. The worker's own environment is
 	// never read.
@@ -231,6 +234,15 @@ func (o Options) withDefaults() Options {
 	if o.StepTimeout == 0 {
 		o.StepTimeout = DefaultStepTimeout
 	}
+	if o.Egress.AllowHosts == nil {
+		// DefaultRegistry is a constant URL: it always parses.
+		if r, err := egress.RuleFromURL(DefaultRegistry); err == nil {
+			o.Egress.AllowHosts = []egress.Rule{r}
+		}
+	} else {
+		o.Egress.AllowHosts = slices.Clone(o.Egress.AllowHosts)
+	}
+	o.Egress.Registries = maps.Clone(o.Egress.Registries)
 	o.AllowRead = slices.Clone(o.AllowRead)
 	o.AllowWrite = slices.Clone(o.AllowWrite)
 	o.DenyRead = slices.Clone(o.DenyRead)
@@ -277,6 +289,12 @@ func (o Options) validate() error {
 	}
 	if o.KillGrace < 0 || o.StepTimeout < 0 {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
+	}
+	if err := validRegistries(o.Egress.Registries); err != nil {
+		errs = append(errs, err)
+	}
+	if o.Egress.BridgeBinary != "" {
+		check("Egress.BridgeBinary", []string{o.Egress.BridgeBinary})
 	}
 	for k := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -26,6 +27,8 @@ func TestOptionsDefaults(t *testing.T) {
 		CgroupRoot:     "/sys/fs/cgroup",
 		KillGrace:      2 * time.Second,
 		StepTimeout:    15 * time.Minute,
+		// npm's own registry, and nothing else.
+		Egress: EgressOptions{AllowHosts: []egress.Rule{{Host: "registry.npmjs.org", Port: 443}}},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -82,6 +85,13 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative grace", Options{KillGrace: -time.Second}, "KillGrace"},
 		{"env name with =", Options{Env: map[string]string{"A=B": "x"}}, "Env"},
 		{"relative bwrap", Options{BwrapPath: "bwrap"}, "BwrapPath"},
+		{"registry settings", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "https://npm.example/", "@corp:registry": "http://127.0.0.1:4873/"}}}, ""},
+		// Only registry URLs enter the sandbox's .npmrc: never a token,
+		// never a second setting smuggled in a value.
+		{"registry token", Options{Egress: EgressOptions{Registries: map[string]string{"//npm.example/:_authToken": "https://x.example/"}}}, "Egress.Registries"},
+		{"registry not a URL", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "file:///etc/passwd"}}}, "not a registry URL"},
+		{"registry smuggles a line", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "https://npm.example/\nignore-scripts=false"}}}, "not a registry URL"},
+		{"relative bridge", Options{Egress: EgressOptions{BridgeBinary: "gilf"}}, "Egress.BridgeBinary"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

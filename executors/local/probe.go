@@ -132,9 +132,8 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	}
 	step := validation.Step{Name: "isolation-probe", Argv: []string{"/bin/sh", "-c", probeScript, "probe", strconv.FormatUint(uint64(p.opts.SandboxUID), 10)}}
 	run := func(cg cgroupHost) (r validation.StepResult, err error) {
-		sb := &sandbox{opts: p.opts, dirs: dirs, cg: cg, name: cgroupName("probe-" + id)}
-		// The probe needs no network, whatever the options say.
-		sb.opts.AllowNetwork = false
+		sb := &sandbox{opts: p.opts, log: p.log, dirs: dirs, cg: cg, name: cgroupName("probe-" + id)}
+		// The probe's step is not an install step: it has no network.
 		if err := sb.openCgroup(); err != nil {
 			return r, err
 		}
@@ -187,7 +186,7 @@ func (p *prober) direct(ctx context.Context, res *probed, dirs runDirs) (*probed
 	if err != nil {
 		return nil, nil, err
 	}
-	sb := &sandbox{opts: p.opts, dirs: dirs, cg: res.cg, direct: true, name: cgroupName("probe-direct-" + id)}
+	sb := &sandbox{opts: p.opts, log: p.log, dirs: dirs, cg: res.cg, direct: true, name: cgroupName("probe-direct-" + id)}
 	if err := sb.openCgroup(); err != nil {
 		return nil, nil, fmt.Errorf("isolation probe: %w", err)
 	}

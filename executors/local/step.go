@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"os"
 	"os/exec"
@@ -18,12 +19,14 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gilf-review/gilf/executors/internal/descriptors"
 	"github.com/gilf-review/gilf/validation"
 )
 
 // sandbox is what the steps of one run share.
 type sandbox struct {
 	opts Options
+	log  *slog.Logger
 	dirs runDirs
 	// direct runs steps without bwrap (tier none: process hardening only).
 	direct bool
@@ -52,9 +55,9 @@ type stepRun struct {
 // the step's own failures are in the result. Every process of the step is
 // dead when runStep returns, in every outcome.
 func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepResult, err error) {
-	net := stepNetwork(s.opts, sr.step)
+	net := stepNetwork(sr.step)
 	if s.direct {
-		net = validation.NetworkFull // no network namespace in tier none
+		net = validation.NetworkHost // no network namespace in tier none
 	}
 	res = validation.StepResult{
 		Name:      sr.step.Name,
@@ -63,11 +66,35 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		TimeoutMs: sr.timeout.Milliseconds(),
 		Network:   net,
 	}
-	if s.direct {
+	switch net {
+	case validation.NetworkHost:
 		res.Cwd = s.dirs.Workspace
+		res.Egress = hostNetwork()
+	case validation.NetworkNone:
+		res.Egress = noNetwork()
 	}
 	if len(sr.step.Argv) == 0 {
 		return res, errors.New("step has no command")
+	}
+
+	// The install step's proxy serves before the sandbox exists and is
+	// stopped, with every tunnel it holds, once the step's processes are
+	// gone; its report is the step's egress record.
+	var proxy *stepProxy
+	if net == validation.NetworkRegistry {
+		proxy, err = s.startProxy(s.log)
+		if err != nil {
+			return res, fmt.Errorf("step %s: %w", sr.step.Name, err)
+		}
+		defer func() {
+			rec, perr := proxy.stop()
+			if rec != nil {
+				res.Egress = rec
+			}
+			if perr != nil {
+				err = errors.Join(err, fmt.Errorf("step %s: %w", sr.step.Name, perr))
+			}
+		}()
 	}
 
 	// The run's cgroup, when there is one, exists before any process
@@ -91,7 +118,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	}
 	defer outR.Close()
 
-	cmd, handshake, err := s.command(sr, cg, outW)
+	cmd, handshake, err := s.command(sr, cg, outW, proxy)
 	if err != nil {
 		outW.Close()
 		return res, err
@@ -128,6 +155,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	go func() {
 		stream <- readStream(outR, sr.maxOutput, s.opts.MaxStreamBytes, s.secrets, func() { cancel(errOutputCeiling) })
 	}()
+	ready := handshake.watchReady()
 
 	var innerPid int
 	if handshake.active() {
@@ -211,6 +239,12 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	if out.err != nil {
 		err = errors.Join(err, fmt.Errorf("read output of step %s: %w", sr.step.Name, out.err))
 	}
+	if ready != nil && !bridgeReady(ready) && o.stopped == nil {
+		// The bridge never listened, so the step never ran: gilf's own
+		// failure, never the pull request's.
+		err = errors.Join(err, fmt.Errorf("step %s: the egress bridge did not start (exit: %v; output: %q)",
+			sr.step.Name, waitErr, firstLine(out.Head)))
+	}
 	if out.drainCut {
 		res.Reason = joinReason(res.Reason, fmt.Sprintf("output was still open %s after the step ended and was cut", OutputDrainTimeout))
 	}
@@ -249,8 +283,14 @@ func (s *sandbox) closeCgroup(ctx context.Context) error {
 // command builds the process of one step: bwrap, or in direct mode the
 // step's own argv, as the sandbox uid, in its own process group, with
 // nothing of the worker's environment.
-func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, *handshake, error) {
+func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepProxy) (*exec.Cmd, *handshake, error) {
 	hs := &handshake{}
+	// ExtraFiles[i] is the child's descriptor 3+i.
+	var extra []*os.File
+	add := func(f *os.File) int {
+		extra = append(extra, f)
+		return 2 + len(extra)
+	}
 	attr := &syscall.SysProcAttr{
 		Credential: &syscall.Credential{
 			Uid:    s.opts.SandboxUID,
@@ -281,6 +321,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 			if err := hs.open(false); err != nil {
 				return nil, nil, err
 			}
+			add(hs.blockR)
 			argv = append([]string{"/bin/sh", "-c", directShim, "gilf-shim"}, argv...)
 		}
 	} else {
@@ -295,8 +336,14 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 			if err := hs.open(true); err != nil {
 				return nil, nil, err
 			}
-			// ExtraFiles[i] is the child's descriptor 3+i.
-			paths.InfoFD, paths.BlockFD = 3, 4
+			paths.InfoFD, paths.BlockFD = add(hs.infoW), add(hs.blockR)
+		}
+		if proxy != nil {
+			if err := hs.openEgress(s.opts.Egress); err != nil {
+				hs.closeAll()
+				return nil, nil, err
+			}
+			paths.Egress = &EgressPaths{SocketDir: proxy.dir, Bridge: proxy.bridge, ReadyFD: add(hs.readyW)}
 		}
 		argv = BuildArgs(s.opts, sr.step, paths)
 		env = []string{} // bwrap sets the step's environment itself
@@ -320,12 +367,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File) (*exec.Cmd, 
 		Stderr:      out,
 		SysProcAttr: attr,
 		WaitDelay:   s.opts.KillGrace,
-	}
-	switch {
-	case hs.infoW != nil:
-		cmd.ExtraFiles = []*os.File{hs.infoW, hs.blockR}
-	case hs.blockR != nil:
-		cmd.ExtraFiles = []*os.File{hs.blockR}
+		ExtraFiles:  extra,
 	}
 	return cmd, hs, nil
 }
@@ -341,6 +383,47 @@ type handshake struct {
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
 	cgroupDir      *os.File
+	// readyR/readyW are the pipe on which the bridge says it listens.
+	// Install steps only.
+	readyR, readyW *os.File
+}
+
+// openEgress opens the ready pipe.
+func (h *handshake) openEgress(EgressOptions) error {
+	var err error
+	if h.readyR, h.readyW, err = os.Pipe(); err != nil {
+		return fmt.Errorf("egress ready pipe: %w", err)
+	}
+	return nil
+}
+
+// watchReady reads what the bridge says on the ready pipe, in the
+// background; nil when the step has no bridge. The channel yields the
+// bytes read up to EOF (the bridge closes its end before it starts the
+// step, and nothing else holds it).
+func (h *handshake) watchReady() <-chan []byte {
+	if h.readyR == nil {
+		return nil
+	}
+	r := h.readyR
+	ch := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(io.LimitReader(r, 64)) // an error leaves what was read: not ready
+		ch <- b
+	}()
+	return ch
+}
+
+// bridgeReady reports whether the bridge said it listens. By now every
+// process of the step is dead, so the pipe is at its end; the bound only
+// guards a descriptor that escaped every kill.
+func bridgeReady(ch <-chan []byte) bool {
+	select {
+	case b := <-ch:
+		return string(b) == "ready\n"
+	case <-time.After(OutputDrainTimeout):
+		return false
+	}
 }
 
 func (h *handshake) open(info bool) error {
@@ -361,7 +444,7 @@ func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
-	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir} {
+	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -371,7 +454,7 @@ func (h *handshake) closeChildEnds() {
 
 func (h *handshake) closeAll() {
 	h.closeChildEnds()
-	for _, f := range []**os.File{&h.infoR, &h.blockW} {
+	for _, f := range []**os.File{&h.infoR, &h.blockW, &h.readyR} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -483,32 +566,8 @@ func joinReason(a, b string) string {
 }
 
 // cloexecInherited marks every descriptor of the worker above stderr
-// close-on-exec. Go opens its own descriptors that way, but one the worker
-// inherited from its parent (a socket, a jobserver pipe) would otherwise
-// pass through exec, and bwrap hands every open descriptor on to the
-// sandbox. The descriptors stay open in the worker.
-func cloexecInherited() error {
-	err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC)
-	if err == nil {
-		return nil
-	}
-	// Kernels before 5.11: one descriptor at a time.
-	entries, rerr := os.ReadDir("/proc/self/fd")
-	if rerr != nil {
-		return fmt.Errorf("mark descriptors close-on-exec: %w", errors.Join(err, rerr))
-	}
-	for _, en := range entries {
-		fd, cerr := strconv.Atoi(en.Name())
-		if cerr != nil || fd < 3 {
-			continue
-		}
-		// EBADF: the directory listing's own descriptor, now closed.
-		if _, ferr := unix.FcntlInt(uintptr(fd), unix.F_SETFD, unix.FD_CLOEXEC); ferr != nil && !errors.Is(ferr, unix.EBADF) {
-			return fmt.Errorf("mark descriptor %d close-on-exec: %w", fd, ferr)
-		}
-	}
-	return nil
-}
+// close-on-exec: bwrap hands every open descriptor on to the sandbox.
+func cloexecInherited() error { return descriptors.CloseOnExecFrom(3) }
 
 // childrenOf lists pid's children; empty when the kernel does not say.
 func childrenOf(pid int) []int {

@@ -155,3 +155,19 @@ func copyFile(src, dst string, perm os.FileMode, uid, gid int) (err error) {
 	}
 	return nil
 }
+
+// writeOwned creates the file p with data, owned by uid:gid, mode 0600.
+func writeOwned(p string, data []byte, uid, gid int) (err error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", filepath.Base(p), err)
+	}
+	defer func() { err = errors.Join(err, f.Close()) }()
+	if _, err := f.Write(data); err != nil {
+		return fmt.Errorf("write %s: %w", filepath.Base(p), err)
+	}
+	if err := f.Chown(uid, gid); err != nil {
+		return fmt.Errorf("chown %s: %w", filepath.Base(p), err)
+	}
+	return nil
+}

@@ -245,6 +245,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	for i := range res.Steps {
 		res.Steps[i].Cwd = archive.PackRoot
 	}
+	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedIntentOnly, nil)
 	res.Notes = []string{
 		"step statuses were reported by the executor: the self-host command printed the markers; gilf did not observe the exit statuses",
 		fmt.Sprintf("network intent %q passed to the self-host command as %s; the command enforces it", e.opts.Network, NetworkEnv),

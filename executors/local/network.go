@@ -1,0 +1,252 @@
+package local
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"maps"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/gilf-review/gilf/executors/local/egress"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// The sandbox side of the install step's network: the bridge binary and
+// the proxy's socket directory are mounted here, and the bridge listens
+// on egress.SandboxProxyAddr.
+const (
+	SandboxBridgePath = "/run/gilf/egress-bridge"
+	SandboxSocketDir  = "/run/gilf/egress"
+	SandboxSocketPath = SandboxSocketDir + "/" + proxySocketName
+	proxySocketName   = "proxy.sock"
+)
+
+// DefaultRegistry is the npm registry npm itself uses when nothing is
+// configured: the install step's allow-list when EgressOptions gives none.
+const DefaultRegistry = "https://registry.npmjs.org/"
+
+// EgressOptions configure the install step's only way out: gilf's forward
+// proxy on the host, reached from the sandbox's own network namespace
+// through a unix socket and the bridge. Script steps never get it.
+type EgressOptions struct {
+	// AllowHosts are the destinations the proxy permits; nil means the
+	// host of DefaultRegistry. An empty, non-nil list permits nothing.
+	AllowHosts []egress.Rule
+	// Registries are the worker's registry settings (npm's "registry" and
+	// "@scope:registry" keys, values are URLs) written into the
+	// sandbox's own user .npmrc, so the install asks the registry the
+	// worker is configured for; a repository's .npmrc still wins, and the
+	// proxy still decides. Keys must be "registry" or "@scope:registry".
+	Registries map[string]string
+	// BridgeBinary is a host binary that runs egress.BridgeMain when its
+	// first argument is egress.BridgeArg (the gilf binary); empty means
+	// this process's own executable.
+	BridgeBinary string
+	// Resolve and Dial replace the proxy's resolver and dialer (tests).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// proxyEnv is what an install step is told about its proxy: every
+// spelling the package managers read. NO_PROXY is empty: nothing bypasses
+// it (nothing could).
+func proxyEnv() map[string]string {
+	u := "http://" + egress.SandboxProxyAddr
+	env := map[string]string{}
+	for _, k := range []string{
+		"HTTP_PROXY", "HTTPS_PROXY", "http_proxy", "https_proxy",
+		"npm_config_proxy", "npm_config_https_proxy",
+		"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY",
+	} {
+		env[k] = u
+	}
+	for _, k := range []string{"NO_PROXY", "no_proxy", "npm_config_noproxy"} {
+		env[k] = ""
+	}
+	return env
+}
+
+// stepProxy is the proxy of one install step, serving on a unix socket in
+// the run directory that is bound into the sandbox.
+type stepProxy struct {
+	proxy    *egress.Proxy
+	listener net.Listener
+	dir      string
+	bridge   string // host path of the bridge binary in the run directory
+	served   chan error
+	allow    []string
+	closed   sync.Once
+}
+
+// startProxy makes the socket directory (owned by the sandbox uid, which
+// must be able to connect) and serves the proxy on it.
+func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
+	dir := filepath.Join(s.dirs.Root, "egress")
+	if err := os.RemoveAll(dir); err != nil {
+		return nil, fmt.Errorf("egress socket dir: %w", err)
+	}
+	if err := mkdirOwned(dir, 0o700, int(s.opts.SandboxUID), int(s.opts.SandboxGID)); err != nil {
+		return nil, fmt.Errorf("egress socket dir: %w", err)
+	}
+	bridge, err := s.placeBridge()
+	if err != nil {
+		return nil, err
+	}
+	rules := s.opts.Egress.AllowHosts
+	p, err := egress.New(egress.Config{
+		Rules:   rules,
+		Resolve: s.opts.Egress.Resolve,
+		Dial:    s.opts.Egress.Dial,
+		Log:     log,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy: %w", err)
+	}
+	sock := filepath.Join(dir, proxySocketName)
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy socket: %w", err)
+	}
+	if err := errors.Join(os.Chown(sock, int(s.opts.SandboxUID), int(s.opts.SandboxGID)), os.Chmod(sock, 0o600)); err != nil {
+		l.Close()
+		return nil, fmt.Errorf("egress proxy socket: %w", err)
+	}
+	sp := &stepProxy{proxy: p, listener: l, dir: dir, bridge: bridge, served: make(chan error, 1)}
+	for _, r := range rules {
+		sp.allow = append(sp.allow, r.String())
+	}
+	go func() { sp.served <- p.Serve(l) }()
+	return sp, nil
+}
+
+// stop closes the proxy (and every tunnel still open) and returns what it
+// saw. Safe to call twice; the second call returns an empty record.
+func (sp *stepProxy) stop() (*validation.Egress, error) {
+	var rec *validation.Egress
+	var err error
+	sp.closed.Do(func() {
+		cerr := sp.proxy.Close()
+		serr := <-sp.served
+		rep := sp.proxy.Report()
+		rec = &validation.Egress{
+			Network:       validation.NetworkRegistry,
+			Enforcement:   validation.EnforcedByWorker,
+			AllowList:     sp.allow,
+			Allowed:       rep.Allowed,
+			Denied:        rep.Denied,
+			DeniedOmitted: rep.DeniedOmitted,
+			Observed:      true,
+		}
+		if rep.AllowedOmitted > 0 {
+			rec.Observed = false
+		}
+		err = errors.Join(cerr, serr, os.RemoveAll(sp.dir))
+		if err != nil {
+			err = fmt.Errorf("egress proxy: %w", err)
+		}
+	})
+	return rec, err
+}
+
+// noNetwork is the record of a sandboxed step with no network at all.
+func noNetwork() *validation.Egress {
+	return &validation.Egress{Network: validation.NetworkNone, Enforcement: validation.EnforcedByKernel, Observed: true}
+}
+
+// hostNetwork is the record of a tier-none step: no namespace at all.
+func hostNetwork() *validation.Egress {
+	return &validation.Egress{Network: validation.NetworkHost, Enforcement: validation.EnforcedNone}
+}
+
+// userNpmrc is the sandbox's own ~/.npmrc: the worker's registry settings
+// and nothing else (never a credential). Empty when there are none.
+func userNpmrc(reg map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(reg)) {
+		b.WriteString(k + "=" + reg[k] + "\n")
+	}
+	return b.String()
+}
+
+// validRegistries checks EgressOptions.Registries: only registry keys,
+// only http(s) URLs, nothing that could smuggle another setting in.
+func validRegistries(reg map[string]string) error {
+	var errs []error
+	for k, v := range reg {
+		okKey := k == "registry" || (strings.HasPrefix(k, "@") && strings.HasSuffix(k, ":registry") && len(k) > len("@:registry") && !strings.ContainsAny(k, " \t\r\n=/"))
+		if !okKey {
+			errs = append(errs, fmt.Errorf("Egress.Registries: key %q is not registry or @scope:registry", k))
+		}
+		if _, err := egress.RuleFromURL(v); err != nil || strings.ContainsAny(v, " \t\r\n") {
+			errs = append(errs, fmt.Errorf("Egress.Registries: %s=%q is not a registry URL", k, v))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// placeBridge puts the bridge binary into the run directory, once per run:
+// a hard link when the binary is on the same file system and readable by
+// everyone, else a copy. The worker's own binary may sit in a directory
+// the sandbox uid cannot enter (go run's and go test's do).
+func (s *sandbox) placeBridge() (string, error) {
+	dst := filepath.Join(s.dirs.Root, "egress-bridge")
+	if _, err := os.Lstat(dst); err == nil {
+		return dst, nil
+	}
+	src, err := s.opts.Egress.bridgeBinary()
+	if err != nil {
+		return "", err
+	}
+	st, err := os.Stat(src)
+	if err != nil {
+		return "", fmt.Errorf("egress bridge binary: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return "", fmt.Errorf("egress bridge binary %s is not a regular file", src)
+	}
+	if st.Mode().Perm()&0o005 == 0o005 && os.Link(src, dst) == nil {
+		return dst, nil
+	}
+	if err := copyExecutable(src, dst); err != nil {
+		return "", fmt.Errorf("egress bridge binary: %w", err)
+	}
+	return dst, nil
+}
+
+// copyExecutable copies src to the new file dst, mode 0555.
+func copyExecutable(src, dst string) (err error) {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close() // read-only: a close error loses nothing
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o555)
+	if err != nil {
+		return err
+	}
+	defer func() { err = errors.Join(err, out.Close()) }()
+	if _, err := io.Copy(out, in); err != nil {
+		return err
+	}
+	return out.Chmod(0o555)
+}
+
+// bridgeBinary returns the host path of the bridge binary.
+func (o EgressOptions) bridgeBinary() (string, error) {
+	if o.BridgeBinary != "" {
+		return o.BridgeBinary, nil
+	}
+	p, err := os.Executable()
+	if err != nil {
+		return "", fmt.Errorf("egress bridge binary: %w", err)
+	}
+	return p, nil
+}
