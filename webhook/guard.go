@@ -3,6 +3,7 @@ package webhook
 import (
 	"net"
 	"net/http"
+	"net/netip"
 	"slices"
 	"strings"
 	"sync"
@@ -13,8 +14,10 @@ import (
 
 // Limits of the bad-signature guard (reliability W4): a client that keeps
 // sending deliveries that fail the signature check — a timing probe, a
-// scanner — is answered 429 without another HMAC for the rest of the
-// window. Deliveries that verify are never limited.
+// scanner — has its further failures answered 429 for the rest of the
+// window. Every delivery is verified first, and one that verifies is never
+// limited: behind a reverse proxy or a tunnel every client shares one peer
+// address, and a forger must not be able to lock GitHub's deliveries out.
 const (
 	DefaultBadSignatureLimit  = 30
 	DefaultBadSignatureWindow = time.Minute
@@ -77,14 +80,50 @@ func (b *badSignatures) failed(client string) {
 	}
 }
 
-// clientOf is the client address a request came from: the peer's IP (a
-// proxy in front of gilf shares one budget across its clients).
-func clientOf(r *http.Request) string {
+// MaxForwardedHops bounds how many X-Forwarded-For entries are walked.
+const MaxForwardedHops = 32
+
+// clientOf is the client address a request came from: the peer's IP, or,
+// when the peer is one of trusted (a reverse proxy of the operator's), the
+// nearest address in X-Forwarded-For that is not itself trusted. The
+// header is read right to left: entries left of the first untrusted one
+// were written by whoever sent the request and prove nothing.
+func clientOf(r *http.Request, trusted []netip.Prefix) string {
 	host, _, err := net.SplitHostPort(r.RemoteAddr)
 	if err != nil {
-		return r.RemoteAddr
+		host = r.RemoteAddr
 	}
-	return host
+	peer, err := netip.ParseAddr(host)
+	if err != nil || !inAny(peer.Unmap(), trusted) {
+		return host
+	}
+	var hops []string
+	for _, v := range r.Header.Values("X-Forwarded-For") {
+		for _, h := range strings.Split(v, ",") {
+			hops = append(hops, strings.TrimSpace(h))
+		}
+	}
+	client := peer
+	for i, walked := len(hops)-1, 0; i >= 0 && walked < MaxForwardedHops; i, walked = i-1, walked+1 {
+		a, err := netip.ParseAddr(hops[i])
+		if err != nil {
+			break // garbage: the last trusted hop is the client
+		}
+		client = a.Unmap()
+		if !inAny(client, trusted) {
+			break
+		}
+	}
+	return client.String()
+}
+
+func inAny(a netip.Addr, prefixes []netip.Prefix) bool {
+	for _, p := range prefixes {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
 }
 
 // Allowlist limits which GitHub accounts and installations gilf reviews

@@ -2,6 +2,7 @@ package webhook_test
 
 import (
 	"net/http"
+	"net/netip"
 	"testing"
 	"time"
 
@@ -28,18 +29,80 @@ func TestBadSignatureGuard(t *testing.T) {
 	if a := e.send(t, "ping", e.nextID(), body, forge); a.code != http.StatusTooManyRequests {
 		t.Fatalf("bad signature past the limit: %d, want 429", a.code)
 	}
-	// A limited client's valid delivery is still refused until the window
-	// turns: the guard answers before reading the body.
-	if a := e.send(t, "ping", e.nextID(), body, nil); a.code != http.StatusTooManyRequests {
-		t.Fatalf("valid delivery from a limited client: %d, want 429", a.code)
-	}
 	if n := e.count(t); n != 0 {
 		t.Fatalf("%d deliveries stored by a probing client", n)
 	}
-	now = now.Add(time.Minute)
+	// A correctly signed delivery from the same address is never refused:
+	// behind a proxy, the forger and GitHub share it.
 	if a := e.send(t, "ping", e.nextID(), body, nil); a.code != http.StatusOK {
-		t.Fatalf("valid delivery after the window: %d, want 200", a.code)
+		t.Fatalf("valid delivery from a limited address: %d, want 200", a.code)
 	}
+	if a := e.send(t, "ping", e.nextID(), body, forge); a.code != http.StatusTooManyRequests {
+		t.Fatalf("a forgery after the valid one: %d, want 429 still", a.code)
+	}
+	now = now.Add(time.Minute)
+	if a := e.send(t, "ping", e.nextID(), body, forge); a.code != http.StatusUnauthorized {
+		t.Fatalf("bad signature after the window: %d, want 401", a.code)
+	}
+}
+
+// The guard is off at a negative limit (GILF_BAD_SIGNATURE_LIMIT=0).
+func TestBadSignatureGuardOff(t *testing.T) {
+	e := newEnv(t, webhook.Config{BadSignatureLimit: -1}, store.Options{})
+	body := realPayload(t, "ping", "payload")
+	for i := range webhook.DefaultBadSignatureLimit + 5 {
+		if a := e.send(t, "ping", e.nextID(), body, forgeSignature); a.code != http.StatusUnauthorized {
+			t.Fatalf("bad signature %d with the guard off: %d, want 401", i+1, a.code)
+		}
+	}
+}
+
+func forgeSignature(r *http.Request) {
+	r.Header.Set("X-Hub-Signature-256", "sha256=00000000000000000000000000000000000000000000000000000000000000ff")
+}
+
+// Behind a trusted reverse proxy, the guard counts the client it names in
+// X-Forwarded-For; an untrusted peer's header is ignored.
+func TestBadSignatureGuardTrustedProxies(t *testing.T) {
+	body := realPayload(t, "ping", "payload")
+	from := func(xff ...string) func(*http.Request) {
+		return func(r *http.Request) {
+			forgeSignature(r)
+			for _, v := range xff {
+				r.Header.Add("X-Forwarded-For", v)
+			}
+		}
+	}
+	t.Run("trusted peer", func(t *testing.T) {
+		// The test server's peer is loopback: trust it.
+		e := newEnv(t, webhook.Config{BadSignatureLimit: 2, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustParsePrefix("10.0.0.0/8")}}, store.Options{})
+		for range 2 {
+			if a := e.send(t, "ping", e.nextID(), body, from("203.0.113.9, 10.1.1.1")); a.code != http.StatusUnauthorized {
+				t.Fatalf("first failures: %d", a.code)
+			}
+		}
+		if a := e.send(t, "ping", e.nextID(), body, from("203.0.113.9", "10.2.2.2")); a.code != http.StatusTooManyRequests {
+			t.Fatalf("the same client through another trusted hop: %d, want 429", a.code)
+		}
+		// Another client behind the same proxy has its own budget; what
+		// it writes left of itself is not believed.
+		if a := e.send(t, "ping", e.nextID(), body, from("203.0.113.9, 198.51.100.4")); a.code != http.StatusUnauthorized {
+			t.Fatalf("another client: %d, want 401", a.code)
+		}
+	})
+	t.Run("untrusted peer", func(t *testing.T) {
+		e := newEnv(t, webhook.Config{BadSignatureLimit: 2}, store.Options{})
+		for i, xff := range []string{"198.51.100.1", "198.51.100.2", "198.51.100.3"} {
+			a := e.send(t, "ping", e.nextID(), body, from(xff))
+			want := http.StatusUnauthorized
+			if i == 2 {
+				want = http.StatusTooManyRequests // one peer, whatever its header says
+			}
+			if a.code != want {
+				t.Fatalf("failure %d: %d, want %d", i+1, a.code, want)
+			}
+		}
+	})
 }
 
 func TestBadSignatureGuardValidNeverCounts(t *testing.T) {

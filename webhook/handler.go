@@ -12,6 +12,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"strconv"
 	"strings"
 	"sync"
@@ -66,10 +67,15 @@ type Config struct {
 	// all.
 	Allow Allowlist
 	// BadSignatureLimit is how many failed signature checks one client
-	// address may make per BadSignatureWindow before it is answered 429
-	// (DefaultBadSignatureLimit when 0; negative turns the guard off).
+	// address may make per BadSignatureWindow before its further failures
+	// are answered 429 (DefaultBadSignatureLimit when 0; negative turns
+	// the guard off). A delivery that verifies is never limited.
 	BadSignatureLimit  int
 	BadSignatureWindow time.Duration
+	// TrustedProxies are the peers whose X-Forwarded-For names the
+	// client the guard counts (the operator's reverse proxies); for any
+	// other peer, its own address is the client.
+	TrustedProxies []netip.Prefix
 }
 
 // Handler is the http.Handler for POST /webhook.
@@ -83,6 +89,7 @@ type Handler struct {
 	now     func() time.Time
 	allow   Allowlist
 	bad     *badSignatures
+	trusted []netip.Prefix
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
@@ -110,6 +117,7 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 		h.now = time.Now
 	}
 	h.allow = cfg.Allow
+	h.trusted = append([]netip.Prefix(nil), cfg.TrustedProxies...)
 	h.bad = newBadSignatures(cfg.BadSignatureLimit, cfg.BadSignatureWindow, h.now)
 	return h, nil
 }
@@ -156,15 +164,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 		w.Header().Set("Allow", http.MethodPost)
 		return reply{}, ErrMethodNotAllowed
 	}
-	client := clientOf(r)
-	if h.bad.limited(client) {
-		return reply{}, ErrTooManyBadSignatures
-	}
 	body, err := h.readBody(w, r, buf)
 	if err != nil {
 		return reply{}, err
 	}
+	// The signature is checked before the guard is asked: only a request
+	// that failed it can be limited.
 	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
+		client := clientOf(r, h.trusted)
+		if h.bad.limited(client) {
+			return reply{}, fmt.Errorf("%w: %v", ErrTooManyBadSignatures, err)
+		}
 		h.bad.failed(client)
 		return reply{}, err
 	}

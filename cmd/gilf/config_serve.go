@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"strconv"
 	"strings"
@@ -56,6 +57,13 @@ type ServeConfig struct {
 	// GILF_ALLOWED_INSTALLATIONS (ids), comma or space separated: when
 	// either is set, pull requests of others are recorded and ignored.
 	Allow webhook.Allowlist
+	// BadSignatureLimit is GILF_BAD_SIGNATURE_LIMIT: failed signature
+	// checks one client may make per minute before its further failures
+	// are answered 429; 0 turns the guard off (webhook.Config's -1).
+	BadSignatureLimit int
+	// TrustedProxies is GILF_TRUSTED_PROXIES: the reverse proxies (CIDRs
+	// or addresses) whose X-Forwarded-For names the client.
+	TrustedProxies []netip.Prefix
 	// RedeliverySweep is GILF_REDELIVERY_SWEEP_MS: how often to ask
 	// GitHub to redeliver failed webhook deliveries; 0 (the default) is
 	// off, else at least MinRedeliverySweep.
@@ -186,6 +194,18 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 		errs = append(errs, err)
 	}
 	if s.Allow, err = allowlist(getenv("GILF_ALLOWED_ACCOUNTS"), getenv("GILF_ALLOWED_INSTALLATIONS")); err != nil {
+		errs = append(errs, err)
+	}
+	s.BadSignatureLimit = webhook.DefaultBadSignatureLimit
+	if v := strings.TrimSpace(getenv("GILF_BAD_SIGNATURE_LIMIT")); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 || n > MaxBadSignatureLimit {
+			errs = append(errs, fmt.Errorf("GILF_BAD_SIGNATURE_LIMIT=%q: want a number from 0 (off) to %d", v, MaxBadSignatureLimit))
+		} else {
+			s.BadSignatureLimit = n
+		}
+	}
+	if s.TrustedProxies, err = trustedProxies(getenv("GILF_TRUSTED_PROXIES")); err != nil {
 		errs = append(errs, err)
 	}
 	errs = millisOr(getenv, "GILF_JOB_LEASE_MS", &s.JobLease, errs)
@@ -413,4 +433,27 @@ func allowlist(accounts, installations string) (webhook.Allowlist, error) {
 		a.Installations = append(a.Installations, id)
 	}
 	return a, nil
+}
+
+// MaxBadSignatureLimit bounds GILF_BAD_SIGNATURE_LIMIT: past it the guard
+// would limit nothing a typo did not mean.
+const MaxBadSignatureLimit = 1_000_000
+
+// trustedProxies parses GILF_TRUSTED_PROXIES: CIDRs or single addresses,
+// comma or space separated; every bad entry is reported at once.
+func trustedProxies(s string) ([]netip.Prefix, error) {
+	var out []netip.Prefix
+	var errs []error
+	for _, f := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\n' }) {
+		if p, err := netip.ParsePrefix(f); err == nil {
+			out = append(out, p.Masked())
+			continue
+		}
+		if a, err := netip.ParseAddr(f); err == nil && a.Zone() == "" {
+			out = append(out, netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen()))
+			continue
+		}
+		errs = append(errs, fmt.Errorf("GILF_TRUSTED_PROXIES: %q is not a CIDR or an IP address", f))
+	}
+	return out, errors.Join(errs...)
 }

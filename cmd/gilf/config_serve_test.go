@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -33,8 +35,10 @@ func TestServeConfigDefaults(t *testing.T) {
 		JobLease: 2 * time.Minute,
 		Shadow:   ShadowConfig{Timeout: 10 * time.Minute},
 		SelfHost: SelfHostConfig{Network: validation.NetworkNone, Timeout: 45 * time.Minute},
+		// The guard is on by default, trusting no proxy.
+		BadSignatureLimit: 30,
 	}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{}), cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
 	}
 }
@@ -50,6 +54,8 @@ func TestServeConfigValues(t *testing.T) {
 		"GILF_WORKERS":                      "64",
 		"GILF_JOB_LEASE_MS":                 "1000",
 		"GILF_REVIEW_DRAFTS":                "1",
+		"GILF_BAD_SIGNATURE_LIMIT":          "5",
+		"GILF_TRUSTED_PROXIES":              "10.0.0.0/8",
 		"GILF_VALIDATION_SHADOW_EXECUTOR":   "selfhost",
 		"GILF_VALIDATION_SHADOW_TIMEOUT_MS": "86400000",
 		"GILF_SELF_HOST_COMMAND":            "/usr/local/bin/run-sandbox --pool ci",
@@ -85,9 +91,10 @@ func TestServeConfigValues(t *testing.T) {
 		Crabbox:      CrabboxConfig{Bin: "/usr/local/bin/crabbox", Coordinator: "https://crabbox.example.com", Token: NewSecret("cbx-token")},
 		E2B: E2BConfig{APIKey: NewSecret("e2b-key"), Template: "gilf-node20", Timeout: 30 * time.Minute, APIURL: "https://api.e2b.example",
 			CPU: MaxE2BCPU, MemoryMB: 1, AllowOut: []string{"registry.npmjs.org", "10.0.0.0/8"}},
-		CFSandbox: CFSandboxConfig{Enabled: true, URL: "https://bridge.example.workers.dev", Token: NewSecret("cf-token"), Timeout: 10 * time.Minute},
+		CFSandbox:         CFSandboxConfig{Enabled: true, URL: "https://bridge.example.workers.dev", Token: NewSecret("cf-token"), Timeout: 10 * time.Minute},
+		BadSignatureLimit: 5, TrustedProxies: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")},
 	}
-	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{})); diff != "" {
+	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{}), cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
 		t.Errorf("values (-want +got):\n%s", diff)
 	}
 	// Secrets never print.
@@ -105,6 +112,12 @@ func TestServeConfigErrors(t *testing.T) {
 		want []string // each must be in the error; nil means no error
 	}{
 		{"workers at the minimum", map[string]string{"GILF_WORKERS": "1"}, nil},
+		{"bad-signature guard off", map[string]string{"GILF_BAD_SIGNATURE_LIMIT": "0"}, nil},
+		{"bad-signature limit at the maximum", map[string]string{"GILF_BAD_SIGNATURE_LIMIT": "1000000"}, nil},
+		{"bad-signature limit over the maximum", map[string]string{"GILF_BAD_SIGNATURE_LIMIT": "1000001"}, []string{"GILF_BAD_SIGNATURE_LIMIT", "from 0 (off)"}},
+		{"bad-signature limit negative", map[string]string{"GILF_BAD_SIGNATURE_LIMIT": "-1"}, []string{"GILF_BAD_SIGNATURE_LIMIT"}},
+		{"trusted proxies", map[string]string{"GILF_TRUSTED_PROXIES": "10.0.0.0/8, 192.168.1.7 ::1 fd00::/8"}, nil},
+		{"trusted proxies, every bad entry", map[string]string{"GILF_TRUSTED_PROXIES": "10.0.0.0/33,proxy.example,10.0.0.1"}, []string{"10.0.0.0/33", "proxy.example"}},
 		{"workers zero", map[string]string{"GILF_WORKERS": "0"}, []string{"GILF_WORKERS"}},
 		{"workers over the maximum", map[string]string{"GILF_WORKERS": "65"}, []string{"GILF_WORKERS", "from 1 to 64"}},
 		{"workers not a number", map[string]string{"GILF_WORKERS": "two"}, []string{"GILF_WORKERS"}},

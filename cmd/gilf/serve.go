@@ -148,7 +148,8 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	metrics := newServeMetrics(db)
 	wake := make(chan struct{}, 1)
 	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
-		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts, Allow: sc.Allow})
+		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts, Allow: sc.Allow,
+			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
@@ -345,4 +346,13 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		}}
 	}
 	return p
+}
+
+// badSignatureLimit maps GILF_BAD_SIGNATURE_LIMIT (0 is off) onto
+// webhook.Config's (0 is the default, negative is off).
+func badSignatureLimit(n int) int {
+	if n == 0 {
+		return -1
+	}
+	return n
 }
