@@ -6,11 +6,14 @@
 # gilf runs it with GILF_SELF_HOST_COMMAND split on whitespace, followed by
 # those three arguments, and reads the marker lines it prints. This example
 # uses the machine it runs on as the "isolated compute": it extracts the
-# archive into a private temporary directory and runs the shell under
-# bubblewrap when bwrap is installed, without network when
-# GILF_SELF_HOST_NETWORK is "none" (the default). Without bwrap it runs the
-# shell unsandboxed and says so on stderr: use that only for your own code.
-# It removes its temporary directory in every outcome.
+# archive into a private temporary directory and runs the shell in a
+# bubblewrap sandbox, unprivileged: as an unprivileged uid (nobody when it
+# is started as root), in its own user namespace with no capabilities and
+# no further user namespaces, with a cleared environment, only the system
+# directories and the checkout, and no network unless GILF_SELF_HOST_NETWORK
+# is "full". Without bwrap it refuses to run (exit 3). It removes its
+# temporary directory in every outcome. README.md says what it does not
+# protect.
 set -eu
 
 if [ "$#" -ne 3 ]; then
@@ -27,6 +30,25 @@ case $timeout_ms in
 	;;
 esac
 network=${GILF_SELF_HOST_NETWORK:-none}
+case $network in
+none | full) ;;
+*)
+	echo "run.sh: GILF_SELF_HOST_NETWORK must be none or full" >&2
+	exit 2
+	;;
+esac
+
+if ! command -v bwrap >/dev/null 2>&1; then
+	echo "run.sh: bwrap not found; refusing to run pull-request code without a sandbox (apt-get install bubblewrap)" >&2
+	exit 3
+fi
+
+# The uid the sandbox runs as: never root. Started as root, drop to nobody
+# before bwrap, so bwrap itself is unprivileged and maps nothing of root's.
+drop=
+if [ "$(id -u)" -eq 0 ]; then
+	drop="setpriv --reuid=65534 --regid=65534 --clear-groups --"
+fi
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/gilf-selfhost-run.XXXXXX")
 cleanup() { rm -rf "$work"; }
@@ -34,30 +56,37 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-mkdir "$work/home"
+mkdir "$work/home" "$work/tmp"
 tar -xzf "$archive" -C "$work" --no-same-owner --no-same-permissions
 cp "$shell" "$work/validate.sh"
+if [ -n "$drop" ]; then
+	chown -R 65534:65534 "$work"
+fi
+chmod 0700 "$work"
+if [ -n "$drop" ] && ! $drop test -x "$work/repo"; then
+	echo "run.sh: $work is not reachable by uid 65534: give ${TMPDIR:-/tmp} and its parents o+x" >&2
+	exit 3
+fi
 
 # Seconds, rounded up; timeout(1) is the inner deadline, gilf keeps its own.
 secs=$(((timeout_ms + 999) / 1000))
 
-if command -v bwrap >/dev/null 2>&1; then
-	set -- bwrap --die-with-parent --new-session --unshare-pid --unshare-ipc --unshare-uts \
-		--ro-bind / / --dev /dev --proc /proc --tmpfs /tmp \
-		--bind "$work" "$work" --ro-bind "$work/validate.sh" "$work/validate.sh" \
-		--setenv HOME "$work/home" --setenv TMPDIR /tmp --chdir "$work/repo"
-	if [ "$network" = none ]; then
-		set -- "$@" --unshare-net
-	fi
-	set -- "$@" sh "$work/validate.sh"
-else
-	echo "run.sh: bwrap not found; running the shell WITHOUT a sandbox" >&2
-	cd "$work/repo"
-	HOME=$work/home
-	export HOME
-	set -- sh "$work/validate.sh"
+set -- bwrap --die-with-parent --new-session \
+	--unshare-all --unshare-user --disable-userns --cap-drop ALL --clearenv
+if [ "$network" = full ]; then
+	set -- "$@" --share-net
 fi
+for p in /usr /bin /lib /lib64 /etc/ld.so.cache /etc/ssl/certs /etc/alternatives /etc/nsswitch.conf; do
+	set -- "$@" --ro-bind-try "$p" "$p"
+done
+set -- "$@" --proc /proc --dev /dev --tmpfs /run \
+	--bind "$work/repo" /workspace --bind "$work/home" /home/sandbox --bind "$work/tmp" /tmp \
+	--ro-bind "$work/validate.sh" /run/validate.sh \
+	--setenv PATH /usr/local/bin:/usr/bin:/bin --setenv HOME /home/sandbox --setenv TMPDIR /tmp \
+	--setenv LANG C.UTF-8 --setenv CI true \
+	--remount-ro / --chdir /workspace sh /run/validate.sh
 
 status=0
-timeout -k 10 "$secs" "$@" || status=$?
+# shellcheck disable=SC2086 # $drop is a word list on purpose
+timeout -k 10 "$secs" $drop "$@" || status=$?
 exit "$status"

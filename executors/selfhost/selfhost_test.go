@@ -520,17 +520,33 @@ func TestExampleCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	tmp := t.TempDir()
+	// The example drops to uid 65534 when started as root: its TMPDIR
+	// must be reachable by that uid, as /tmp is.
+	for p := tmp; p != os.TempDir() && p != "/"; p = filepath.Dir(p) {
+		if err := os.Chmod(p, 0o711); err != nil {
+			t.Fatal(err)
+		}
+	}
 	e, root := newExec(t, example, func(o *Options) { o.Env = append(o.Env, "TMPDIR="+tmp) })
 	req := request(t,
 		step(validation.StepInstall, "test -f package.json"),
 		step(validation.StepTest, `test "$CI" = true && test "$(cat /proc/net/dev | wc -l)" -le 3 && echo no-network`),
 		step(validation.StepBuild, "touch /etc/gilf-escape 2>/dev/null && exit 9; echo read-only-root"),
+		// Unprivileged: not root, no /etc/shadow, no remount, no new
+		// user namespace, nothing of the host's /etc but the list.
+		step(validation.StepLint, `[ "$(id -u)" != 0 ] || exit 10
+cat /etc/shadow 2>/dev/null && exit 11
+[ ! -e /etc/shadow ] || exit 12
+mount -o remount,rw / 2>/dev/null && exit 13
+unshare -U true 2>/dev/null && exit 14
+[ ! -e /root ] || exit 15
+echo unprivileged`),
 	)
 	res, err := run(t, e, req)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []validation.Status{validation.StatusPassed, validation.StatusPassed, validation.StatusPassed}
+	want := []validation.Status{validation.StatusPassed, validation.StatusPassed, validation.StatusPassed, validation.StatusPassed}
 	if diff := cmp.Diff(want, statuses(res)); diff != "" {
 		t.Errorf("statuses (-want +got):\n%s\n%+v", diff, res.Steps)
 	}
