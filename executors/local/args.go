@@ -24,6 +24,9 @@ type Paths struct {
 	DenyFiles []string
 	// DenyDirs are the entries of Options.DenyRead that are directories.
 	DenyDirs []string
+	// Etc is the host directory holding the files of GeneratedEtc, each
+	// bound read-only at /etc/<name>; empty binds none.
+	Etc string
 	// InfoFD and BlockFD, when positive, are the child's descriptors of
 	// bwrap's --info-fd and --block-fd: the cgroup v1 placement handshake
 	// (bwrap reports its child's pid, then waits until its processes are
@@ -64,8 +67,13 @@ func stepNetwork(step validation.Step) validation.Network {
 // defaults (New applies them) and it reads nothing from the host.
 func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	// --unshare-all gives the sandbox its own network namespace with only
-	// a loopback; there is no --share-net, for any step.
-	a := []string{opts.BwrapPath, "--unshare-all"}
+	// a loopback; there is no --share-net, for any step. Its own user
+	// namespace is made no matter what (--unshare-user) so that no further
+	// one can be made inside (--disable-userns): without a new user
+	// namespace nothing inside gets the capabilities a new mount or
+	// network namespace needs. bwrap checks it (--assert-userns-disabled)
+	// and fails the step, never runs it, where it cannot.
+	a := []string{opts.BwrapPath, "--unshare-all", "--unshare-user", "--disable-userns", "--assert-userns-disabled"}
 	a = append(a,
 		"--die-with-parent",
 		"--new-session",
@@ -82,6 +90,11 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	}
 	for _, p := range SystemReadPaths() {
 		a = append(a, "--ro-bind-try", p, p)
+	}
+	if paths.Etc != "" {
+		for _, name := range slices.Sorted(maps.Keys(GeneratedEtc(opts.SandboxUID, opts.SandboxGID))) {
+			a = append(a, "--ro-bind", paths.Etc+"/"+name, "/etc/"+name)
+		}
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
 	a = append(a,

@@ -38,6 +38,7 @@ func TestBuildArgsGolden(t *testing.T) {
 		Workspace: "/var/lib/gilf-run/gilf-local-1/workspace",
 		Home:      "/var/lib/gilf-run/gilf-local-1/home",
 		Tmp:       "/var/lib/gilf-run/gilf-local-1/tmp",
+		Etc:       "/var/lib/gilf-run/gilf-local-1/etc",
 	}
 	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry, Timeout: time.Minute}
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
@@ -126,12 +127,12 @@ func TestBuildArgsInvariants(t *testing.T) {
 	opts := Options{}.withDefaults()
 	argv := BuildArgs(opts, validation.Step{Name: "test", Argv: []string{"npm", "test"}}, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"})
 	joined := " " + strings.Join(argv, " ") + " "
-	for _, want := range []string{" --unshare-all ", " --die-with-parent ", " --new-session ", " --clearenv ", " --remount-ro / ", " --chdir /workspace -- npm test "} {
+	for _, want := range []string{" --unshare-all ", " --unshare-user ", " --disable-userns ", " --assert-userns-disabled ", " --die-with-parent ", " --new-session ", " --clearenv ", " --remount-ro / ", " --chdir /workspace -- npm test "} {
 		if !strings.Contains(joined, want) {
 			t.Errorf("argv lacks %q: %s", want, joined)
 		}
 	}
-	for _, bad := range []string{"--share-net", "/root", "/home ", "/sys"} {
+	for _, bad := range []string{"--share-net", "/root", "/home ", "/sys", "--ro-bind-try /etc /etc"} {
 		if strings.Contains(joined, bad) {
 			t.Errorf("argv holds %q: %s", bad, joined)
 		}

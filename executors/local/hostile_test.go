@@ -3,6 +3,7 @@ package local
 import (
 	"bufio"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -297,7 +298,7 @@ func TestReadOutsideAllowList(t *testing.T) {
 		{"root home absent", `test ! -e /root`},
 		{"worker data dir absent", fmt.Sprintf(`test ! -e %q && test ! -e %q`, dataDir, filepath.Dir(dataDir))},
 		{"home dirs absent", `test ! -e /home/root && ls -A /home | grep -qx sandbox && test "$(ls -A /home | wc -l)" -eq 1`},
-		{"shadow unreadable", `test -e /etc/shadow && ! cat /etc/shadow`},
+		{"shadow absent", `test ! -e /etc/shadow && test ! -e /etc/gshadow`},
 		{"cgroup tree absent", `test ! -e /sys`},
 		{"docker socket absent", `test ! -e /var/run/docker.sock && test ! -e /run`},
 		{"own pid 1", `case "$(tr '\0' ' ' < /proc/1/cmdline)" in *bwrap*|*sh*) exit 0;; *) exit 1;; esac`},
@@ -398,5 +399,63 @@ func TestInheritedDescriptorsStayOut(t *testing.T) {
 	// ls itself holds 3 (the directory it lists).
 	if got := s.Output.Head; got != "0 1 2 3 " {
 		t.Errorf("descriptors inside: %q (the worker's inherited pipe is %d and %d)", got, p[0], p[1])
+	}
+}
+
+// No new namespace can be made inside: not a user namespace (the way to
+// the capabilities the others need), so not a mount or network one either.
+func TestNoNestedNamespaces(t *testing.T) {
+	e := newExec(t, Options{})
+	res := runPlan(t, e, repo(t, nil), shStep("test", `
+for ns in -U -Ur -m -n -p -Urm -Urn; do
+  if unshare $ns --fork true 2>/dev/null; then echo "NESTED $ns"; else echo "refused $ns"; fi
+done`, time.Minute))
+	out := res.Steps[0].Output.Head
+	if strings.Contains(out, "NESTED") || strings.Count(out, "refused") != 7 {
+		t.Errorf("nested namespaces:\n%s", out)
+	}
+}
+
+// Of the host's /etc only the allow-list is there: a world-readable file
+// planted in it is absent, and passwd, group, hosts and resolv.conf are
+// gilf's own.
+func TestEtcIsAnAllowList(t *testing.T) {
+	b := make([]byte, 6)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	planted := "/etc/gilf-planted-" + hex.EncodeToString(b)
+	if err := os.WriteFile(planted, []byte("operator secret\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(planted)
+	e := newExec(t, Options{})
+	res := runPlan(t, e, repo(t, nil), shStep("test", `
+if [ -e `+planted+` ]; then echo "PLANTED VISIBLE"; fi
+ls /etc | tr '\n' ' '; echo
+echo "passwd: $(cat /etc/passwd)"
+echo "group: $(cat /etc/group)"
+echo "resolv: [$(cat /etc/resolv.conf)]"
+getent hosts localhost
+id -un
+node -e 'require("tls").rootCertificates.length > 0 || process.exit(9)' && echo node ok`, time.Minute))
+	s := res.Steps[0]
+	wantStatus(t, s, validation.StatusPassed)
+	out := s.Output.Head
+	uid := strconv.FormatUint(uint64(e.opts.SandboxUID), 10)
+	for _, want := range []string{
+		"passwd: sandbox:x:" + uid + ":" + uid + ":gilf sandbox:/home/sandbox:/bin/sh\n",
+		"group: sandbox:x:" + uid + ":\n",
+		"resolv: []",
+		"localhost",
+		"\nsandbox\n",
+		"node ok",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	if strings.Contains(out, "PLANTED") || strings.Contains(out, "shadow") || strings.Contains(out, "gilf-planted") {
+		t.Errorf("the host's /etc shows through:\n%s", out)
 	}
 }

@@ -110,11 +110,42 @@ const (
 // DefaultPath is the PATH steps get.
 const DefaultPath = "/usr/local/bin:/usr/bin:/bin"
 
-// SystemReadPaths returns the paths mounted read-only in every sandbox:
-// what node, npm and a POSIX shell need. Paths missing on the host are
-// skipped. /etc/shadow and the like stay unreadable: the sandbox uid is
-// not root.
-func SystemReadPaths() []string { return []string{"/usr", "/bin", "/lib", "/lib64", "/etc"} }
+// SystemReadPaths returns the host paths mounted read-only in every
+// sandbox: what node, npm and a POSIX shell need, and of /etc only what
+// they read (the dynamic loader's cache and configuration, CA
+// certificates, name-service and Debian's alternatives links, time zone,
+// protocol and service names, the OS release). Nothing else of /etc is
+// there: a world-readable file an operator or cloud-init left in it is
+// absent. Paths missing on the host are skipped. This is the one list;
+// GeneratedEtc is the rest of /etc.
+func SystemReadPaths() []string {
+	return []string{
+		"/usr", "/bin", "/lib", "/lib64",
+		"/etc/ld.so.cache", "/etc/ld.so.conf", "/etc/ld.so.conf.d",
+		"/etc/ssl/certs", "/etc/ssl/openssl.cnf", "/etc/ca-certificates", "/etc/pki",
+		"/etc/nsswitch.conf", "/etc/alternatives",
+		"/etc/localtime", "/etc/timezone", "/etc/protocols", "/etc/services",
+		"/etc/os-release",
+	}
+}
+
+// systemRoots are the host trees SystemReadPaths takes from; AllowWrite
+// may not overlap them.
+func systemRoots() []string { return []string{"/usr", "/bin", "/lib", "/lib64", "/etc"} }
+
+// GeneratedEtc returns the files of the sandbox's /etc that gilf writes
+// instead of taking the host's, by name: a passwd and a group that know
+// only the sandbox user, a hosts file with localhost alone, an empty
+// resolv.conf (there is no resolver to ask) and the host name.
+func GeneratedEtc(uid, gid uint32) map[string]string {
+	return map[string]string{
+		"passwd":      fmt.Sprintf("sandbox:x:%d:%d:gilf sandbox:%s:/bin/sh\n", uid, gid, SandboxHome),
+		"group":       fmt.Sprintf("sandbox:x:%d:\n", gid),
+		"hosts":       "127.0.0.1\tlocalhost " + SandboxHostname + "\n::1\tlocalhost ip6-localhost ip6-loopback\n",
+		"resolv.conf": "",
+		"hostname":    SandboxHostname + "\n",
+	}
+}
 
 // DefaultEnv returns the environment steps get unless Options.Env says
 // otherwise. HOME, TMPDIR and CI are always set by the executor.
@@ -269,7 +300,7 @@ func (o Options) validate() error {
 	check("WorkRoot", []string{o.WorkRoot})
 	check("CgroupRoot", []string{o.CgroupRoot})
 	for _, p := range o.AllowWrite {
-		for _, s := range SystemReadPaths() {
+		for _, s := range systemRoots() {
 			if within(p, s) || within(s, p) {
 				errs = append(errs, fmt.Errorf("AllowWrite: %q overlaps the system path %s", p, s))
 			}

@@ -45,6 +45,7 @@ const (
 	probeExitRootRW   = 12
 	probeExitNetwork  = 13
 	probeExitHostProc = 14
+	probeExitUserns   = 15
 )
 
 // probeScript checks from inside, with the sandbox's own shell, what the
@@ -56,6 +57,7 @@ n=0
 while read -r line; do case "$line" in *:*) n=$((n+1));; esac; done < /proc/net/dev
 [ "$n" -eq 1 ] || exit 13
 [ ! -e /sys/fs/cgroup ] || exit 14
+if command -v unshare >/dev/null 2>&1 && unshare -U true 2>/dev/null; then exit 15; fi
 exit 0
 `
 
@@ -253,6 +255,8 @@ func probeFailure(r validation.StepResult, err error) string {
 			return "the sandbox has a network interface besides lo"
 		case probeExitHostProc:
 			return "the host's cgroup tree is visible inside"
+		case probeExitUserns:
+			return "a new user namespace can be made inside"
 		}
 	}
 	return fmt.Sprintf("probe ended %s: %s", r.Status, firstLine(r.Output.Head))

@@ -329,6 +329,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			Workspace: s.dirs.Workspace,
 			Home:      s.dirs.Home,
 			Tmp:       s.dirs.Tmp,
+			Etc:       s.dirs.Etc,
 			DenyDirs:  s.denyDirs,
 			DenyFiles: s.denyFiles,
 		}

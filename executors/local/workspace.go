@@ -19,6 +19,9 @@ type runDirs struct {
 	Workspace string
 	Home      string
 	Tmp       string
+	// Etc holds the generated /etc files (GeneratedEtc), root-owned and
+	// world-readable.
+	Etc string
 }
 
 // makeRunDirs creates a private run directory under workRoot holding a
@@ -35,6 +38,7 @@ func makeRunDirs(workRoot, src string, uid, gid int) (d runDirs, skipped []strin
 		Workspace: filepath.Join(root, "workspace"),
 		Home:      filepath.Join(root, "home"),
 		Tmp:       filepath.Join(root, "tmp"),
+		Etc:       filepath.Join(root, "etc"),
 	}
 	// Root stays root-owned but traversable; the sandbox uid owns only
 	// what is bound into the sandbox.
@@ -45,6 +49,9 @@ func makeRunDirs(workRoot, src string, uid, gid int) (d runDirs, skipped []strin
 		if err := mkdirOwned(p, 0o700, uid, gid); err != nil {
 			return d, nil, err
 		}
+	}
+	if err := writeEtc(d.Etc, uint32(uid), uint32(gid)); err != nil {
+		return d, nil, err
 	}
 	if src == "" {
 		return d, nil, mkdirOwned(d.Workspace, 0o755, uid, gid)
@@ -168,6 +175,29 @@ func writeOwned(p string, data []byte, uid, gid int) (err error) {
 	}
 	if err := f.Chown(uid, gid); err != nil {
 		return fmt.Errorf("chown %s: %w", filepath.Base(p), err)
+	}
+	return nil
+}
+
+// writeEtc writes GeneratedEtc into the new directory dir, owned by the
+// worker and readable by all: the sandbox reads them, and cannot change
+// them.
+func writeEtc(dir string, uid, gid uint32) error {
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		return fmt.Errorf("create etc: %w", err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		return fmt.Errorf("chmod etc: %w", err)
+	}
+	for name, body := range GeneratedEtc(uid, gid) {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			return fmt.Errorf("write etc/%s: %w", name, err)
+		}
+		// WriteFile applies the umask; the mode is meant exactly.
+		if err := os.Chmod(p, 0o644); err != nil {
+			return fmt.Errorf("chmod etc/%s: %w", name, err)
+		}
 	}
 	return nil
 }
