@@ -15,6 +15,7 @@ import (
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/workdir"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -296,7 +297,9 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 		return done(RecordInput{Refusal: ref, Executor: choice.Name})
 	}
 
-	dir, err := os.MkdirTemp(p.WorkDir, "job-")
+	// Marked with this process, so a later worker removes it if this one
+	// dies before its deferred removal (workdir.Sweep).
+	dir, err := workdir.Create(p.WorkDir, "job-")
 	if err != nil {
 		return v, fmt.Errorf("make checkout dir: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -64,6 +65,9 @@ type ValidationConfig struct {
 	InstallTimeout time.Duration
 	// Install is GILF_INSTALL_*: the install step's network and scripts.
 	Install InstallConfig
+	// LocalDisk is GILF_LOCAL_DISK_BYTES and GILF_LOCAL_DISK_INODES: the
+	// local executor's disk ceiling per run (zero fields: its defaults).
+	LocalDisk local.DiskLimit
 }
 
 // Selection is the executor selection of the environment; the pipeline
@@ -140,6 +144,7 @@ func loadValidation(getenv func(string) string, errs []error) (ValidationConfig,
 		errs = append(errs, err)
 	}
 	v.Install, errs = loadInstall(getenv, errs)
+	v.LocalDisk, errs = loadLocalDisk(getenv, errs)
 	return v, errs
 }
 
@@ -229,4 +234,25 @@ func WorkerSecrets(environ []string) []validation.Secret {
 // processEnv is the process environment, read here and nowhere else.
 func processEnv() (getenv func(string) string, environ []string) {
 	return os.Getenv, os.Environ()
+}
+
+// loadLocalDisk reads the local executor's disk ceiling: each a number in
+// its range, unset for the default.
+func loadLocalDisk(getenv func(string) string, errs []error) (local.DiskLimit, []error) {
+	var l local.DiskLimit
+	read := func(name string, lo, hi int64) int64 {
+		v := strings.TrimSpace(getenv(name))
+		if v == "" {
+			return 0
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < lo || n > hi {
+			errs = append(errs, fmt.Errorf("%s=%q: want a number from %d to %d", name, v, lo, hi))
+			return 0
+		}
+		return n
+	}
+	l.Bytes = read("GILF_LOCAL_DISK_BYTES", local.MinDiskBytes, local.MaxDiskBytes)
+	l.Inodes = read("GILF_LOCAL_DISK_INODES", local.MinDiskInodes, local.MaxDiskInodes)
+	return l, errs
 }

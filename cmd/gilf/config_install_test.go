@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -175,5 +176,37 @@ func TestInstallRulesAndRemoteHosts(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{"registry.npmjs.org", "*.corp.example", "github.com"}, remoteHosts(rules)); diff != "" {
 		t.Errorf("remote hosts (-want +got):\n%s", diff)
+	}
+}
+
+func TestLoadLocalDisk(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     map[string]string
+		want    local.DiskLimit
+		wantErr string
+	}{
+		{name: "defaults", want: local.DiskLimit{}},
+		{name: "at the minimum", env: map[string]string{"GILF_LOCAL_DISK_BYTES": "16777216", "GILF_LOCAL_DISK_INODES": "1024"}, want: local.DiskLimit{Bytes: 16 << 20, Inodes: 1024}},
+		{name: "under the minimum", env: map[string]string{"GILF_LOCAL_DISK_BYTES": "16777215"}, wantErr: "GILF_LOCAL_DISK_BYTES"},
+		{name: "at the maximum", env: map[string]string{"GILF_LOCAL_DISK_BYTES": "4398046511104"}, want: local.DiskLimit{Bytes: 4 << 40}},
+		{name: "over the maximum", env: map[string]string{"GILF_LOCAL_DISK_BYTES": "4398046511105"}, wantErr: "GILF_LOCAL_DISK_BYTES"},
+		{name: "inodes under the minimum", env: map[string]string{"GILF_LOCAL_DISK_INODES": "1023"}, wantErr: "GILF_LOCAL_DISK_INODES"},
+		{name: "not a number", env: map[string]string{"GILF_LOCAL_DISK_INODES": "1e6"}, wantErr: "GILF_LOCAL_DISK_INODES"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, errs := loadLocalDisk(envMap(tc.env), nil)
+			err := errors.Join(errs...)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Errorf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
 	}
 }

@@ -109,6 +109,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if err := os.MkdirAll(filepath.Join(cfg.DataDir, WorkDirName), 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	sweepLeftovers(log, filepath.Join(cfg.DataDir, WorkDirName), "job-")
 	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, store.Options{})
 	if err != nil {
 		return err
@@ -253,10 +254,18 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		e, err := local.New(log, local.Options{
 			MinTier: cfg.Validation.LocalMinTier,
 			Egress:  local.EgressOptions{AllowHosts: rules, Registries: reg.Npm},
+			Disk:    cfg.Validation.LocalDisk,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local executor: %w", err))
 		} else {
+			// What a killed worker left: run directories, their disks,
+			// cgroups. Never a live run of another process.
+			if n, serr := e.Sweep(context.Background()); serr != nil {
+				log.Error("sweep local runs left by dead workers", "err", serr)
+			} else if n > 0 {
+				log.Warn("removed local runs left by dead workers", "count", n)
+			}
 			set = append(set, e)
 		}
 	}

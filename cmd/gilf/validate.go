@@ -15,6 +15,7 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/workdir"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -136,6 +137,7 @@ func exitCode(o validation.Outcome) int {
 // checkout. An error is a usage or infrastructure failure; every other
 // ending is a record.
 func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log *slog.Logger) (validation.Record, error) {
+	sweepLeftovers(log, os.TempDir(), validateTempPrefix)
 	dir, cleanup, err := checkout(ctx, f.path, env.Stderr)
 	if err != nil {
 		return validation.Record{}, err
@@ -277,7 +279,7 @@ func checkout(ctx context.Context, path string, stderr io.Writer) (dir string, c
 	if !st.Mode().IsRegular() || !(strings.HasSuffix(path, ".tar.gz") || strings.HasSuffix(path, ".tgz")) {
 		return "", nothing, fmt.Errorf("checkout: %s is neither a directory nor a .tar.gz/.tgz archive", path)
 	}
-	tmp, err := os.MkdirTemp("", "gilf-validate-")
+	tmp, err := workdir.Create("", validateTempPrefix)
 	if err != nil {
 		return "", nothing, fmt.Errorf("checkout: %w", err)
 	}
@@ -298,4 +300,21 @@ func checkout(ctx context.Context, path string, stderr io.Writer) (dir string, c
 		return "", nothing, fmt.Errorf("checkout: extract %s: %w", path, err)
 	}
 	return root, cleanup, nil
+}
+
+// validateTempPrefix names the directories gilf validate extracts archives
+// into, under the system's temporary directory.
+const validateTempPrefix = "gilf-validate-"
+
+// sweepLeftovers removes what killed gilf processes left behind: the
+// directories of dir named prefix whose owner is gone. It logs and goes
+// on: a leftover costs disk, not correctness.
+func sweepLeftovers(log *slog.Logger, dir, prefix string) {
+	removed, err := workdir.Sweep(dir, prefix, workdir.DefaultGrace, nil)
+	if len(removed) > 0 {
+		log.Warn("removed directories of gilf processes that died", "dir", dir, "count", len(removed))
+	}
+	if err != nil {
+		log.Error("sweep leftovers", "dir", dir, "err", err)
+	}
 }

@@ -96,14 +96,11 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, err
 	}
-	dirs, skipped, err := makeRunDirs(e.opts.WorkRoot, req.Dir, int(e.opts.SandboxUID), int(e.opts.SandboxGID))
+	dirs, skipped, err := makeRunDirsOn(ctx, e.opts.WorkRoot, req.Dir, int(e.opts.SandboxUID), int(e.opts.SandboxGID), p.disk, e.opts.Disk)
 	// Cleanup runs in every outcome, a panic included.
 	defer func() {
-		if dirs.Root == "" {
-			return
-		}
-		if rerr := os.RemoveAll(dirs.Root); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("remove run dir: %w", rerr))
+		if rerr := dirs.remove(); rerr != nil {
+			err = errors.Join(err, rerr)
 		}
 	}()
 	if err != nil {
@@ -190,6 +187,15 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			// Infrastructure: the run cannot be trusted, whatever the
 			// step printed.
 			return executors.Result{}, serr
+		}
+		if dirs.disk != nil {
+			full, ferr := dirs.disk.full()
+			if ferr != nil {
+				return executors.Result{}, ferr
+			}
+			if full {
+				sr.Reason = joinReason(sr.Reason, e.opts.Disk.ceilingWords())
+			}
 		}
 		res.Steps = append(res.Steps, sr)
 		if sr.Network == validation.NetworkHost {

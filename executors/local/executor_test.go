@@ -32,8 +32,11 @@ const helperEnv = "GILF_LOCAL_TEST_HELPER"
 func TestMain(m *testing.M) {
 	// Install steps run this test binary as their egress bridge.
 	egress.MaybeRunBridge()
-	if os.Getenv(helperEnv) == "unprivileged-run" {
+	switch os.Getenv(helperEnv) {
+	case "unprivileged-run":
 		os.Exit(unprivilegedRun())
+	case "sleeping-run":
+		os.Exit(sleepingRun())
 	}
 	code := m.Run()
 	if err := stopRegistry(); err != nil {

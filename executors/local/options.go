@@ -216,6 +216,12 @@ type Options struct {
 	// StepTimeout bounds a step whose plan gives none; zero means
 	// DefaultStepTimeout.
 	StepTimeout time.Duration
+	// Disk is the disk ceiling of a run (workspace, HOME and TMPDIR on a
+	// file system of their own); zero fields mean DefaultDiskBytes and
+	// DefaultDiskInodes, Bytes < 0 turns it off.
+	Disk DiskLimit
+	// MkfsPath is mkfs.ext4; empty means DefaultMkfsPath.
+	MkfsPath string
 }
 
 // withDefaults returns o with every zero field set to its default. It
@@ -264,6 +270,15 @@ func (o Options) withDefaults() Options {
 	}
 	if o.StepTimeout == 0 {
 		o.StepTimeout = DefaultStepTimeout
+	}
+	if o.Disk.Bytes == 0 {
+		o.Disk.Bytes = DefaultDiskBytes
+	}
+	if o.Disk.Inodes == 0 {
+		o.Disk.Inodes = DefaultDiskInodes
+	}
+	if o.MkfsPath == "" {
+		o.MkfsPath = DefaultMkfsPath
 	}
 	if o.Egress.AllowHosts == nil {
 		// DefaultRegistry is a constant URL: it always parses.
@@ -321,6 +336,13 @@ func (o Options) validate() error {
 	if o.KillGrace < 0 || o.StepTimeout < 0 {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
 	}
+	if !o.Disk.off() && (o.Disk.Bytes < MinDiskBytes || o.Disk.Bytes > MaxDiskBytes) {
+		errs = append(errs, fmt.Errorf("Disk.Bytes %d: want %d to %d (or negative for no ceiling)", o.Disk.Bytes, MinDiskBytes, MaxDiskBytes))
+	}
+	if !o.Disk.off() && (o.Disk.Inodes < MinDiskInodes || o.Disk.Inodes > MaxDiskInodes) {
+		errs = append(errs, fmt.Errorf("Disk.Inodes %d: want %d to %d", o.Disk.Inodes, MinDiskInodes, MaxDiskInodes))
+	}
+	check("MkfsPath", []string{o.MkfsPath})
 	if err := validRegistries(o.Egress.Registries); err != nil {
 		errs = append(errs, err)
 	}

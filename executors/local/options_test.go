@@ -27,6 +27,8 @@ func TestOptionsDefaults(t *testing.T) {
 		CgroupRoot:     "/sys/fs/cgroup",
 		KillGrace:      2 * time.Second,
 		StepTimeout:    15 * time.Minute,
+		Disk:           DiskLimit{Bytes: 8 << 30, Inodes: 1_000_000},
+		MkfsPath:       "/usr/sbin/mkfs.ext4",
 		// npm's own registry, and nothing else.
 		Egress: EgressOptions{AllowHosts: []egress.Rule{{Host: "registry.npmjs.org", Port: 443}}},
 	}
@@ -92,6 +94,11 @@ func TestOptionsValidate(t *testing.T) {
 		{"registry not a URL", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "file:///etc/passwd"}}}, "not a registry URL"},
 		{"registry smuggles a line", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "https://npm.example/\nignore-scripts=false"}}}, "not a registry URL"},
 		{"relative bridge", Options{Egress: EgressOptions{BridgeBinary: "gilf"}}, "Egress.BridgeBinary"},
+		{"disk at the minimum", Options{Disk: DiskLimit{Bytes: MinDiskBytes, Inodes: MinDiskInodes}}, ""},
+		{"disk under the minimum", Options{Disk: DiskLimit{Bytes: MinDiskBytes - 1}}, "Disk.Bytes"},
+		{"disk over the maximum", Options{Disk: DiskLimit{Bytes: MaxDiskBytes + 1}}, "Disk.Bytes"},
+		{"inodes under the minimum", Options{Disk: DiskLimit{Inodes: MinDiskInodes - 1}}, "Disk.Inodes"},
+		{"disk off", Options{Disk: DiskLimit{Bytes: -1, Inodes: -1}}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -17,6 +17,9 @@ import (
 type probed struct {
 	tier validation.Tier
 	cg   cgroupHost
+	// disk are the tools of the disk ceiling when one can be made; nil
+	// when it is off or the host cannot make one.
+	disk *diskTools
 	// notes describe the tier for the record: limits in force, or why
 	// a stronger tier was not reached.
 	notes []string
@@ -167,12 +170,19 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		res.notes = append(res.notes, "bubblewrap sandbox unusable: "+probeFailure(r, err))
 		return p.direct(ctx, res, dirs)
 	}
-	if res.cg.version != cgroupNone && res.cg.limits {
+	diskWhy := p.checkDisk(ctx, res)
+	if res.disk != nil {
+		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
+	}
+	if res.cg.version != cgroupNone && res.cg.limits && diskWhy == "" {
 		res.tier = validation.TierReadOnly
 		l := p.opts.Limits
 		res.notes = append(res.notes, fmt.Sprintf("cgroup %s limits in force per step: memory %d bytes, %d pids, %.2g CPUs",
 			res.cg.version, l.MemoryBytes, l.Pids, l.CPUs))
 	} else {
+		if diskWhy != "" {
+			res.notes = append(res.notes, "no disk ceiling: "+diskWhy)
+		}
 		res.tier = validation.TierNoNetwork
 		if res.cg.why != "" {
 			res.notes = append(res.notes, "no cgroup limits: "+res.cg.why)

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +11,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/internal/workdir"
 )
 
 // runDirs are the host directories of one run, all owned by the sandbox
@@ -22,29 +25,51 @@ type runDirs struct {
 	// Etc holds the generated /etc files (GeneratedEtc), root-owned and
 	// world-readable.
 	Etc string
+	// disk is the run's own file system, holding Workspace, Home and
+	// Tmp; nil without a disk ceiling.
+	disk *runDisk
 }
 
-// makeRunDirs creates a private run directory under workRoot holding a
-// copy of src as the workspace (empty when src is ""), an empty HOME and an empty TMPDIR, all
-// owned by uid:gid. The caller removes Root in every outcome (also on
-// error, when Root is set). skipped lists what was not copied.
-func makeRunDirs(workRoot, src string, uid, gid int) (d runDirs, skipped []string, err error) {
+// makeRunDirs is makeRunDirsOn without a disk ceiling.
+func makeRunDirs(workRoot, src string, uid, gid int) (runDirs, []string, error) {
+	return makeRunDirsOn(context.Background(), workRoot, src, uid, gid, nil, DiskLimit{Bytes: -1})
+}
+
+// makeRunDirsOn creates a private run directory under workRoot holding a
+// copy of src as the workspace (empty when src is ""), an empty HOME and
+// an empty TMPDIR, all owned by uid:gid, on a file system of their own
+// when limit is on (tools then are mkfs and mount). The caller calls
+// remove in every outcome (also on error, when Root is set). skipped
+// lists what was not copied.
+func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tools *diskTools, limit DiskLimit) (d runDirs, skipped []string, err error) {
 	root, err := os.MkdirTemp(workRoot, "gilf-local-")
 	if err != nil {
 		return d, nil, fmt.Errorf("create run dir: %w", err)
 	}
 	d = runDirs{
-		Root:      root,
-		Workspace: filepath.Join(root, "workspace"),
-		Home:      filepath.Join(root, "home"),
-		Tmp:       filepath.Join(root, "tmp"),
-		Etc:       filepath.Join(root, "etc"),
+		Root: root,
+		Etc:  filepath.Join(root, "etc"),
 	}
 	// Root stays root-owned but traversable; the sandbox uid owns only
 	// what is bound into the sandbox.
 	if err := os.Chmod(root, 0o711); err != nil {
 		return d, nil, fmt.Errorf("chmod run dir: %w", err)
 	}
+	// A later worker removes the directory only once this process is
+	// gone (Executor.Sweep).
+	if err := workdir.MarkOwned(root); err != nil {
+		return d, nil, err
+	}
+	base := root
+	if !limit.off() && tools != nil {
+		if d.disk, err = mountDisk(ctx, *tools, root, limit); err != nil {
+			return d, nil, err
+		}
+		base = d.disk.dir
+	}
+	d.Workspace = filepath.Join(base, "workspace")
+	d.Home = filepath.Join(base, "home")
+	d.Tmp = filepath.Join(base, "tmp")
 	for _, p := range []string{d.Home, d.Tmp} {
 		if err := mkdirOwned(p, 0o700, uid, gid); err != nil {
 			return d, nil, err
@@ -54,7 +79,7 @@ func makeRunDirs(workRoot, src string, uid, gid int) (d runDirs, skipped []strin
 		return d, nil, err
 	}
 	if src == "" {
-		return d, nil, mkdirOwned(d.Workspace, 0o755, uid, gid)
+		return d, nil, mkdirOwned(d.Workspace, 0o700, uid, gid)
 	}
 	skipped, err = copyTree(src, d.Workspace, uid, gid)
 	if err != nil {
@@ -91,7 +116,9 @@ func copyTree(src, dst string, uid, gid int) ([]string, error) {
 	if !st.IsDir() {
 		return nil, fmt.Errorf("checkout %s is not a directory", src)
 	}
-	if err := mkdirOwned(dst, 0o755, uid, gid); err != nil {
+	// Private to the sandbox uid: another local user, or another run's
+	// uid, reads none of a (possibly private) repository's code.
+	if err := mkdirOwned(dst, 0o700, uid, gid); err != nil {
 		return nil, err
 	}
 	var skipped []string
@@ -113,7 +140,7 @@ func copyTree(src, dst string, uid, gid int) ([]string, error) {
 		}
 		switch mode := info.Mode(); {
 		case mode.IsDir():
-			return mkdirOwned(target, mode.Perm()|0o700, uid, gid)
+			return mkdirOwned(target, 0o700, uid, gid)
 		case mode&fs.ModeSymlink != 0:
 			link, err := os.Readlink(p)
 			if err != nil {
@@ -131,7 +158,7 @@ func copyTree(src, dst string, uid, gid int) ([]string, error) {
 				skipped = append(skipped, rel)
 				return nil
 			}
-			return copyFile(p, target, mode.Perm()|0o600, uid, gid)
+			return copyFile(p, target, mode.Perm()&0o700|0o600, uid, gid)
 		default:
 			skipped = append(skipped, rel)
 			return nil
@@ -198,6 +225,27 @@ func writeEtc(dir string, uid, gid uint32) error {
 		if err := os.Chmod(p, 0o644); err != nil {
 			return fmt.Errorf("chmod etc/%s: %w", name, err)
 		}
+	}
+	return nil
+}
+
+// remove unmounts the run's file system, if it has one, and removes the
+// run directory.
+func (d runDirs) remove() error {
+	if d.Root == "" {
+		return nil
+	}
+	var err error
+	if d.disk != nil {
+		err = d.disk.unmount()
+	}
+	if err != nil {
+		// Never remove below a file system still mounted: the image
+		// and the mount point stay for the next sweep.
+		return err
+	}
+	if rerr := os.RemoveAll(d.Root); rerr != nil {
+		return fmt.Errorf("remove run dir: %w", rerr)
 	}
 	return nil
 }

@@ -56,11 +56,12 @@ func TestCopyTree(t *testing.T) {
 		name string
 		mode os.FileMode // permission and type bits wanted
 	}{
-		{".", os.ModeDir | 0o755},
-		{"package.json", 0o644},
-		{"bin", os.ModeDir | 0o755},
-		{"bin/run.sh", 0o755},
-		{"setuid", 0o755}, // set-id dropped
+		// Private to the sandbox uid: nothing for group or others.
+		{".", os.ModeDir | 0o700},
+		{"package.json", 0o600},
+		{"bin", os.ModeDir | 0o700},
+		{"bin/run.sh", 0o700},
+		{"setuid", 0o700}, // set-id dropped
 		{"readonly.txt", 0o600},
 		{"shadow-link", os.ModeSymlink | 0o777},
 		{"private", os.ModeDir | 0o700},
