@@ -33,6 +33,11 @@ type Paths struct {
 	// in the step's cgroup before running anything).
 	InfoFD  int
 	BlockFD int
+	// SeccompFD, when positive, is the child's descriptor from which
+	// bwrap reads the compiled seccomp filter (SeccompFilter) and loads
+	// it just before it runs the step; bwrap fails, and runs nothing,
+	// when the kernel refuses it.
+	SeccompFD int
 	// Egress, for a step whose network is the registry, is where its
 	// proxy and bridge are; nil otherwise.
 	Egress *EgressPaths
@@ -128,6 +133,11 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 			"--info-fd", strconv.Itoa(paths.InfoFD),
 			"--block-fd", strconv.Itoa(paths.BlockFD),
 		)
+	}
+	// Last of the sandbox's options. bwrap loads the filter after its
+	// own setup, just before it runs the step.
+	if paths.SeccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
 	}
 	a = append(a, "--chdir", SandboxWorkspace, "--")
 	if e := paths.Egress; e != nil {

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -39,6 +40,9 @@ func TestBuildArgsGolden(t *testing.T) {
 		Home:      "/var/lib/gilf-run/gilf-local-1/home",
 		Tmp:       "/var/lib/gilf-run/gilf-local-1/tmp",
 		Etc:       "/var/lib/gilf-run/gilf-local-1/etc",
+		// Every sandboxed step has the filter, on the descriptor after
+		// the others (command numbers them in this order).
+		SeccompFD: 3,
 	}
 	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry, Timeout: time.Minute}
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
@@ -54,6 +58,7 @@ func TestBuildArgsGolden(t *testing.T) {
 			step: install,
 			paths: func(p Paths) Paths {
 				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", Bridge: "/var/lib/gilf-run/gilf-local-1/egress-bridge", ReadyFD: 3}
+				p.SeccompFD = 4
 				return p
 			},
 		},
@@ -78,7 +83,29 @@ func TestBuildArgsGolden(t *testing.T) {
 			name: "cgroup-v1-handshake",
 			step: test,
 			paths: func(p Paths) Paths {
+				p.InfoFD, p.BlockFD, p.SeccompFD = 3, 4, 5
+				return p
+			},
+		},
+		{
+			// Every descriptor at once: --seccomp is the last sandbox
+			// option, after the handshake's, before --chdir and the
+			// bridge.
+			name: "install-cgroup-v1-seccomp",
+			step: install,
+			paths: func(p Paths) Paths {
 				p.InfoFD, p.BlockFD = 3, 4
+				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", Bridge: "/var/lib/gilf-run/gilf-local-1/egress-bridge", ReadyFD: 5}
+				p.SeccompFD = 6
+				return p
+			},
+		},
+		{
+			// What the step benchmark's bare bwrap runs.
+			name: "no-seccomp",
+			step: test,
+			paths: func(p Paths) Paths {
+				p.SeccompFD = 0
 				return p
 			},
 		},
@@ -139,6 +166,14 @@ func TestBuildArgsInvariants(t *testing.T) {
 	}
 	if argv[len(argv)-3] != "--" {
 		t.Errorf("the step's argv must follow --: %v", argv)
+	}
+	if strings.Contains(joined, "--seccomp") {
+		t.Errorf("argv has --seccomp without a SeccompFD: %s", joined)
+	}
+	// With a filter, --seccomp is the last option before --chdir.
+	argv = BuildArgs(opts, validation.Step{Name: "test", Argv: []string{"npm", "test"}}, Paths{Workspace: "/w", Home: "/h", Tmp: "/t", InfoFD: 3, BlockFD: 4, SeccompFD: 5})
+	if i := slices.Index(argv, "--chdir"); i < 2 || argv[i-2] != "--seccomp" || argv[i-1] != "5" {
+		t.Errorf("--seccomp 5 must come right before --chdir: %v", argv)
 	}
 }
 

@@ -280,9 +280,9 @@ func (s *sandbox) closeCgroup(ctx context.Context) error {
 	return nil
 }
 
-// command builds the process of one step: bwrap, or in direct mode the
-// step's own argv, as the sandbox uid, in its own process group, with
-// nothing of the worker's environment.
+// command builds the process of one step: bwrap (with the seccomp
+// filter), or in direct mode the step's own argv, as the sandbox uid, in
+// its own process group, with nothing of the worker's environment.
 func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepProxy) (*exec.Cmd, *handshake, error) {
 	hs := &handshake{}
 	// ExtraFiles[i] is the child's descriptor 3+i.
@@ -346,6 +346,15 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			}
 			paths.Egress = &EgressPaths{SocketDir: proxy.dir, Bridge: proxy.bridge, ReadyFD: add(hs.readyW)}
 		}
+		// Every sandboxed step runs under the seccomp filter, or not
+		// at all.
+		f, err := seccompFile()
+		if err != nil {
+			hs.closeAll()
+			return nil, nil, fmt.Errorf("step %s: %w", sr.step.Name, err)
+		}
+		hs.seccomp = f
+		paths.SeccompFD = add(f)
 		argv = BuildArgs(s.opts, sr.step, paths)
 		env = []string{} // bwrap sets the step's environment itself
 	}
@@ -379,7 +388,8 @@ const directShim = `read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
 
 // handshake holds the pipes with which a cgroup v1 step is placed in its
 // cgroup before it runs anything: bwrap's --info-fd and --block-fd, or
-// the block pipe of directShim.
+// the block pipe of directShim; and the other descriptors one step's
+// bwrap is handed (the bridge's ready pipe, the seccomp filter).
 type handshake struct {
 	infoR, infoW   *os.File
 	blockR, blockW *os.File
@@ -387,6 +397,8 @@ type handshake struct {
 	// readyR/readyW are the pipe on which the bridge says it listens.
 	// Install steps only.
 	readyR, readyW *os.File
+	// seccomp holds the filter bwrap reads (--seccomp); child only.
+	seccomp *os.File
 }
 
 // openEgress opens the ready pipe.
@@ -445,7 +457,7 @@ func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
-	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW} {
+	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
