@@ -66,11 +66,20 @@ func MaybeRunBridge() {
 // BridgeArg) and returns its exit code. It listens on --listen, writes
 // BridgeReady to --ready-fd and closes it, starts the step (the argv after
 // the flags, looked up in $PATH, with the bridge's own environment,
-// stdin, stdout and stderr) and forwards every TCP connection to the unix
-// socket --socket, one unix connection each, bytes both ways. It ignores
-// SIGTERM, SIGINT, SIGHUP and SIGQUIT (the host signals the step's
-// processes itself; the step's exit decides) and returns the step's exit
-// code, or 128+N when a signal N killed it.
+// stdin, stdout and stderr) and hands every TCP connection it accepts over
+// to the proxy: on its own connection to the unix socket --socket it
+// sends the accepted socket's descriptor (SCM_RIGHTS, with one marker
+// byte) and closes its copies. The proxy then reads and writes the TCP
+// connection itself, so the bytes no longer pass through a process
+// inside the sandbox (a second hop that halved throughput), and a tunnel
+// splices from TCP to TCP. Since anything in the sandbox can send any
+// descriptor on that socket, the proxy checks what it receives (see
+// Proxy.Serve). A connection the bridge cannot hand over is closed (no
+// proxy) or reset (the send failed), and that said on stderr once.
+//
+// It ignores SIGTERM, SIGINT, SIGHUP and SIGQUIT (the host signals the
+// step's processes itself; the step's exit decides) and returns the
+// step's exit code, or 128+N when a signal N killed it.
 //
 // When it fails itself (bad usage, cannot listen, no such command) it
 // says so in one line on stderr and returns BridgeExitFailure before it
@@ -164,9 +173,10 @@ func exitCode(err error) int {
 	return bridgeFail(err)
 }
 
-// forwarder carries each TCP connection it accepts to its own connection
-// to a unix socket, bytes both ways with half-close. It has no limits of
-// its own: the proxy behind the socket has them.
+// forwarder hands each TCP connection it accepts over to the proxy on
+// the unix socket: one unix connection each, which carries the accepted
+// socket's descriptor (handOff), and no byte of the connection. It has no
+// limits of its own: the proxy behind the socket has them.
 type forwarder struct {
 	socket string
 	stderr io.Writer
@@ -181,7 +191,7 @@ type forwarder struct {
 }
 
 // newForwarder returns a forwarder to the unix socket at socket; it
-// says on stderr, once, when the socket cannot be reached.
+// says on stderr, once, when a connection cannot be handed over.
 func newForwarder(socket string, stderr io.Writer) *forwarder {
 	return &forwarder{
 		socket:    socket,
@@ -216,21 +226,38 @@ func (f *forwarder) start(l net.Listener) {
 	})
 }
 
-// forward carries one connection to its own connection to the socket.
+// forward hands one connection over to the proxy on its own connection
+// to the socket, then closes its copies of both. When the socket cannot
+// be reached c is closed; when the handoff fails it is reset.
 func (f *forwarder) forward(c net.Conn) {
 	defer f.drop(c)
 	u, err := f.dialer.Dial("unix", f.socket)
 	if err != nil {
-		// Once: a step's every connection failing would flood its
-		// output.
-		f.warn.Do(func() { fmt.Fprintf(f.stderr, "gilf egress bridge: proxy: %v\n", err) })
+		f.say(err)
 		return
 	}
 	if !f.track(u, nil) {
 		return
 	}
 	defer f.drop(u)
-	relay(c, u, 0, f.spawn)
+	if err := u.SetWriteDeadline(time.Now().Add(BridgeDialTimeout)); err != nil {
+		f.say(err)
+		return
+	}
+	if err := handOff(u.(*net.UnixConn), c); err != nil {
+		// A reset: the client sees its connection refused rather
+		// than an empty answer.
+		if tc, ok := c.(*net.TCPConn); ok {
+			tc.SetLinger(0)
+		}
+		f.say(err)
+	}
+}
+
+// say tells stderr why a connection could not be handed over, the first
+// time: a step's every connection failing would flood its output.
+func (f *forwarder) say(err error) {
+	f.warn.Do(func() { fmt.Fprintf(f.stderr, "gilf egress bridge: proxy: %v\n", err) })
 }
 
 // track registers a connection or listener so close closes it; after

@@ -180,8 +180,9 @@ func TestBridgeOwnFailures(t *testing.T) {
 	}
 }
 
-// A connection to the bridge reaches the unix socket, bytes both ways with
-// half-close; signals sent to the bridge itself do not end it.
+// A connection to the bridge is handed over on the unix socket: the TCP
+// connection itself arrives there, bytes both ways with half-close;
+// signals sent to the bridge itself do not end it.
 func TestBridgeForwards(t *testing.T) {
 	sock := shortSocket(t)
 	ul, err := net.Listen("unix", sock)
@@ -197,8 +198,19 @@ func TestBridgeForwards(t *testing.T) {
 			return
 		}
 		defer c.Close()
-		got, _ := io.ReadAll(c) // until the bridge passes on the half-close
-		c.Write(append([]byte("got:"), got...))
+		first, fd, err := receiveHandoff(c.(*net.UnixConn))
+		if err != nil || fd < 0 {
+			t.Errorf("no handoff: %q, %v", first, err)
+			return
+		}
+		tc, err := handedConn(fd)
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		defer tc.Close()
+		got, _ := io.ReadAll(tc) // until the client half-closes
+		tc.Write(append([]byte("got:"), got...))
 	})
 
 	listen := freeAddr(t)

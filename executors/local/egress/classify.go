@@ -44,6 +44,11 @@ const (
 	// ReasonDialFailed: the destination was allowed but none of its
 	// permitted addresses accepted a connection.
 	ReasonDialFailed Reason = "dial_failed"
+	// ReasonTampered: the sandbox switched a connection it handed over
+	// to blocking mode (cleared O_NONBLOCK on the open file it shares
+	// with the proxy), and the proxy hung it up. Host and port are what
+	// the connection last asked for; "" and 0 before its first request.
+	ReasonTampered Reason = "socket_tampered"
 )
 
 // addrRange is one block of addresses that may not be dialed.

@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 )
@@ -34,6 +35,14 @@ const (
 	// DefaultMaxRecorded is how many distinct allowed destinations, and
 	// how many distinct denials, Report lists; past it they are counted.
 	DefaultMaxRecorded = 200
+	// DefaultBlockingCheckInterval is how often a connection handed over
+	// from the sandbox is checked for blocking mode (see watchdog): the
+	// longest a read or write of one the sandbox switched to blocking
+	// mode waits in the kernel before the connection is hung up.
+	DefaultBlockingCheckInterval = 250 * time.Millisecond
+	// MinBlockingCheckInterval is the shortest BlockingCheckInterval New
+	// accepts: each check is a system call per handed-over connection.
+	MinBlockingCheckInterval = time.Millisecond
 )
 
 // Fixed limits of the proxy's machinery.
@@ -98,6 +107,12 @@ type Config struct {
 	MaxHeaderBytes int
 	// MaxRecorded bounds Report's lists; zero means DefaultMaxRecorded.
 	MaxRecorded int
+	// BlockingCheckInterval is how often each connection handed over
+	// from the sandbox is checked for blocking mode, and hung up
+	// (ReasonTampered) once it is in it; zero means
+	// DefaultBlockingCheckInterval, and it may not be below
+	// MinBlockingCheckInterval.
+	BlockingCheckInterval time.Duration
 	// Log receives a line for each new denial entry (Info), and for each
 	// new allowed destination and each failed dial or resolution
 	// (Debug); never a path or a header. nil discards.
@@ -123,6 +138,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.MaxRecorded == 0 {
 		c.MaxRecorded = DefaultMaxRecorded
+	}
+	if c.BlockingCheckInterval == 0 {
+		c.BlockingCheckInterval = DefaultBlockingCheckInterval
 	}
 	if c.Log == nil {
 		c.Log = slog.New(slog.DiscardHandler)
@@ -156,6 +174,9 @@ func (c Config) validate() ([]Rule, error) {
 		if f.negative {
 			errs = append(errs, fmt.Errorf("%s must not be negative", f.name))
 		}
+	}
+	if c.BlockingCheckInterval < MinBlockingCheckInterval {
+		errs = append(errs, fmt.Errorf("BlockingCheckInterval must be at least %v", MinBlockingCheckInterval))
 	}
 	rules := make([]Rule, 0, len(c.Rules))
 	for _, r := range c.Rules {
@@ -194,6 +215,11 @@ type Proxy struct {
 	active    int                   // client connections being served
 	refusing  int                   // client connections past MaxConns being refused
 	wg        sync.WaitGroup        // every goroutine the proxy started
+	// tampered is set once a watchdog caught a handed-off socket in
+	// blocking mode: only hostile code does that, so no further handoff
+	// is taken from this proxy's sandbox (a toggling attacker could
+	// otherwise slip reads past the checks, one thread each).
+	tampered atomic.Bool
 }
 
 // New returns a Proxy for cfg, ready to Serve. It reports every problem of
@@ -246,6 +272,15 @@ func interfaceAddrs() ([]netip.Addr, error) {
 // and serves each on its own goroutine. It returns nil after Close (also
 // when called after Close, closing l), and the accept error when l fails
 // otherwise. Handlers may outlive Serve; Close waits for them.
+//
+// On a unix listener a connection may hand over the TCP connection to
+// serve instead of speaking itself: its first message is one marker byte
+// with the connection's descriptor attached (SCM_RIGHTS: the bridge's
+// handoff). The proxy checks that the descriptor is a TCP socket that is
+// not listening, and closes and refuses anything else (ReasonBadRequest,
+// no host); the TCP connection then takes the accepted one's place, under
+// every limit. A first message without a descriptor is a client speaking
+// on the unix connection itself.
 func (p *Proxy) Serve(l net.Listener) error {
 	ctx, cancel := context.WithCancel(context.Background())
 	p.mu.Lock()
@@ -330,9 +365,10 @@ func (p *Proxy) admit(ctx context.Context, c net.Conn) {
 	}()
 }
 
-// Close stops accepting, closes every open client and upstream
-// connection (tunnels included), and waits for every goroutine the proxy
-// started. It is safe to call twice; after it, Report is final.
+// Close stops accepting, shuts down and closes every open client and
+// upstream connection (tunnels and handed-over connections included), and
+// waits for every goroutine the proxy started. It is safe to call twice;
+// after it, Report is final.
 func (p *Proxy) Close() error {
 	p.mu.Lock()
 	p.closed = true
@@ -349,7 +385,7 @@ func (p *Proxy) Close() error {
 		}
 	}
 	for c := range conns {
-		c.Close()
+		hangUp(c)
 	}
 	p.wg.Wait()
 	return errors.Join(errs...)

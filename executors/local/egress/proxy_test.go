@@ -23,7 +23,8 @@ func TestNewDefaultsAndValidation(t *testing.T) {
 	}
 	c := p.cfg
 	if c.DialTimeout != 10*time.Second || c.HeaderTimeout != 30*time.Second || c.IdleTimeout != 2*time.Minute ||
-		c.MaxConns != 256 || c.MaxHeaderBytes != 64<<10 || c.MaxRecorded != 200 || c.Log == nil || c.Resolve == nil || c.Dial == nil {
+		c.MaxConns != 256 || c.MaxHeaderBytes != 64<<10 || c.MaxRecorded != 200 || c.BlockingCheckInterval != 250*time.Millisecond ||
+		c.Log == nil || c.Resolve == nil || c.Dial == nil {
 		t.Errorf("defaults: %+v", c)
 	}
 	if p, err := New(Config{}); err != nil || p.own == nil {
@@ -31,12 +32,14 @@ func TestNewDefaultsAndValidation(t *testing.T) {
 	}
 	_, err = New(Config{
 		DialTimeout: -1, HeaderTimeout: -1, IdleTimeout: -1, MaxConns: -1, MaxHeaderBytes: -1, MaxRecorded: -1,
-		Rules: []Rule{{Host: "127.0.0.1"}, {Host: "bad_host"}, {Host: "ok.example"}},
+		BlockingCheckInterval: -1,
+		Rules:                 []Rule{{Host: "127.0.0.1"}, {Host: "bad_host"}, {Host: "ok.example"}},
 	})
 	if err == nil {
 		t.Fatal("accepted")
 	}
-	for _, s := range []string{"DialTimeout", "HeaderTimeout", "IdleTimeout", "MaxConns", "MaxHeaderBytes", "MaxRecorded", `"127.0.0.1"`, `"bad_host"`} {
+	for _, s := range []string{"DialTimeout", "HeaderTimeout", "IdleTimeout", "MaxConns", "MaxHeaderBytes", "MaxRecorded",
+		"BlockingCheckInterval", `"127.0.0.1"`, `"bad_host"`} {
 		if !strings.Contains(err.Error(), s) {
 			t.Errorf("error does not name %s:\n%v", s, err)
 		}

@@ -21,19 +21,28 @@ var errHeadTooLarge = errors.New("head too large")
 // session is one client connection: a sequence of plain-HTTP requests,
 // or requests ending in one CONNECT tunnel.
 type session struct {
-	p   *Proxy
-	c   net.Conn
-	in  *connReader
-	br  *bufio.Reader
-	bw  *bufio.Writer
-	up  *upstream // the kept-alive upstream of plain-HTTP requests
-	out *connWriter
+	p     *Proxy
+	c     net.Conn
+	start time.Time // when the connection was accepted
+	in    *connReader
+	br    *bufio.Reader
+	bw    *bufio.Writer
+	up    *upstream // the kept-alive upstream of plain-HTTP requests
+	out   *connWriter
+	watch *watchdog // a handed-over connection's; nil for a direct client
 }
 
-// serveConn serves one client connection to its end.
+// serveConn serves one client connection to its end: the connection
+// accepted, or the one handed over on it.
 func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
+	start := time.Now()
+	c, first, w, err := p.client(ctx, c, start.Add(p.cfg.HeaderTimeout))
 	defer p.release(c, false)
-	s := &session{p: p, c: c, in: &connReader{c: c, remain: -1}, out: &connWriter{c: c, idle: p.cfg.IdleTimeout}}
+	defer w.halt()
+	if err != nil {
+		return
+	}
+	s := &session{p: p, c: c, start: start, in: &connReader{c: c, remain: -1, first: first}, out: &connWriter{c: c, idle: p.cfg.IdleTimeout}, watch: w}
 	s.br = bufio.NewReaderSize(s.in, readBufferBytes)
 	s.bw = bufio.NewWriterSize(s.out, writeBufferBytes)
 	defer s.closeUpstream()
@@ -41,6 +50,9 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 		req, ok := s.readRequest(ctx, n > 0)
 		if !ok {
 			return
+		}
+		if host, port, _ := requestDestination(req); host != "" {
+			w.setDest(host, port)
 		}
 		if req.Method == http.MethodConnect {
 			s.tunnel(ctx, req)
@@ -55,18 +67,29 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 // refuseConn answers a connection past MaxConns with 503. It reads the
 // request head first, briefly, to record the destination asked for.
 func (p *Proxy) refuseConn(ctx context.Context, c net.Conn) {
-	defer p.release(c, true)
-	s := &session{p: p, c: c, in: &connReader{c: c, remain: p.cfg.MaxHeaderBytes}, out: &connWriter{c: c}}
-	s.br = bufio.NewReaderSize(s.in, readBufferBytes)
-	s.bw = bufio.NewWriterSize(s.out, readBufferBytes)
 	wait := min(p.cfg.HeaderTimeout, RefuseTimeout)
-	if err := c.SetReadDeadline(time.Now().Add(wait)); err != nil {
+	deadline := time.Now().Add(wait)
+	c, first, w, cerr := p.client(ctx, c, deadline)
+	defer p.release(c, true)
+	defer w.halt()
+	if errors.Is(cerr, errBadHandoff) {
 		return
 	}
+	s := &session{p: p, c: c, in: &connReader{c: c, remain: p.cfg.MaxHeaderBytes, first: first}, out: &connWriter{c: c}}
+	s.br = bufio.NewReaderSize(s.in, readBufferBytes)
+	s.bw = bufio.NewWriterSize(s.out, readBufferBytes)
+	if err := c.SetReadDeadline(deadline); err != nil {
+		return
+	}
+	// A client that stalled or left before its first byte is refused
+	// all the same, without a destination.
 	host, port := "", 0
-	if req, err := http.ReadRequest(s.br); err == nil {
-		if h, pt, err := requestDestination(req); err == nil {
-			host, port = h, pt
+	if cerr == nil {
+		if req, err := http.ReadRequest(s.br); err == nil {
+			if h, pt, err := requestDestination(req); err == nil {
+				host, port = h, pt
+				w.setDest(host, port)
+			}
 		}
 	}
 	if err := c.SetWriteDeadline(time.Now().Add(wait)); err != nil {
@@ -92,7 +115,11 @@ func (s *session) readRequest(ctx context.Context, later bool) (*http.Request, b
 			return nil, false
 		}
 	}
-	if err := s.c.SetReadDeadline(time.Now().Add(cfg.HeaderTimeout)); err != nil {
+	headStart := s.start
+	if later {
+		headStart = time.Now()
+	}
+	if err := s.c.SetReadDeadline(headStart.Add(cfg.HeaderTimeout)); err != nil {
 		return nil, false
 	}
 	req, err := http.ReadRequest(s.br)
@@ -161,8 +188,14 @@ func (s *session) answer(ctx context.Context, status int, body string) {
 // it hands out no more than what is left of the head's allowance, so a
 // head past the limit is cut off where it crosses it; when idle is set,
 // each read must see a byte within idle. It counts what it read.
+//
+// first are bytes already read from the connection (to learn it was not
+// a handoff): it hands them out before reading more. The head is read
+// through it before anything reads the connection directly, so the
+// connection itself, not a wrapper, is what a tunnel splices.
 type connReader struct {
 	c      net.Conn
+	first  []byte
 	idle   time.Duration
 	remain int   // what the head being read may still take; -1: no head
 	over   bool  // a head used up its allowance
@@ -184,6 +217,15 @@ func (r *connReader) Read(p []byte) (int, error) {
 	}
 	if r.remain > 0 && len(p) > r.remain {
 		p = p[:r.remain]
+	}
+	if len(r.first) > 0 {
+		n := copy(p, r.first)
+		r.first = r.first[n:]
+		r.n += int64(n)
+		if r.remain > 0 {
+			r.remain -= n
+		}
+		return n, nil
 	}
 	if r.idle > 0 {
 		if err := r.c.SetReadDeadline(time.Now().Add(r.idle)); err != nil {

@@ -43,6 +43,9 @@ func (s *session) tunnel(ctx context.Context, req *http.Request) {
 		return
 	}
 	defer s.p.drop(up)
+	// Should the sandbox switch the client to blocking mode, the
+	// watchdog ends the tunnel both ways.
+	s.watch.also(up)
 	s.p.allowed(ctx, host, port)
 	var out, in int64
 	defer func() { s.p.stats.addBytes(host, port, out, in) }()
@@ -102,8 +105,10 @@ func pipe(dst, src net.Conn, idle time.Duration, act *activity) int64 {
 	if err == nil && closeWrite(dst) == nil {
 		return n
 	}
-	dst.Close()
-	src.Close()
+	// Shut down first: the other direction may wait in the kernel on
+	// a handed-over connection (see hangUp).
+	hangUp(dst)
+	hangUp(src)
 	return n
 }
 

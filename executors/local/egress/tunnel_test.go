@@ -24,35 +24,7 @@ func TestProxyTunnel(t *testing.T) {
 	port, _ := echoServer(t, "127.0.0.1:0")
 	target := "127.0.0.1:" + strconv.Itoa(port)
 	tp := startProxy(t, Config{Rules: rules(t, target)}, nil)
-	c := tp.dial(t)
-	early := "early bytes, sent with the head;"
-	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n%s", target, target, early); err != nil {
-		t.Fatal(err)
-	}
-	br := bufio.NewReader(c)
-	if h := readHead(t, br); h.status != http.StatusOK {
-		t.Fatalf("status %d %q", h.status, h.body)
-	}
-	payload := make([]byte, 3<<20+17)
-	rand.Read(payload)
-	go func() {
-		c.Write(payload)
-		c.CloseWrite()
-	}()
-	got, err := io.ReadAll(br)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := append([]byte(early), payload...)
-	if !bytes.Equal(got, want) {
-		t.Fatalf("echoed %d bytes, want %d", len(got), len(want))
-	}
-	tp.stop(t)
-	n := int64(len(want))
-	wantRep := Report{Allowed: []validation.EgressHost{{Host: "127.0.0.1", Port: port, Connections: 1, BytesOut: n, BytesIn: n}}}
-	if diff := cmp.Diff(wantRep, tp.Report()); diff != "" {
-		t.Errorf("report (-want +got):\n%s", diff)
-	}
+	echoTunnel(t, tp, tp.dial(t), target, port, nil)
 	if diff := cmp.Diff([]string{target}, tp.rec.dials()); diff != "" {
 		t.Errorf("dials (-want +got):\n%s", diff)
 	}
@@ -182,5 +154,47 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 	if now > baseline {
 		buf := make([]byte, 1<<20)
 		t.Errorf("%d goroutines, %d before:\n%s", now, baseline, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// echoTunnel opens a CONNECT tunnel on c to the echo server at target,
+// sends early bytes with the head and 3 MiB after it, half-closes, checks
+// every byte came back in order, stops the proxy and checks the report
+// counted them exactly. afterSend, when set, runs once the head is sent.
+func echoTunnel(t *testing.T, tp *testProxy, c interface {
+	net.Conn
+	CloseWrite() error
+}, target string, port int, afterSend func()) {
+	t.Helper()
+	early := "early bytes, sent with the head;"
+	if _, err := fmt.Fprintf(c, "CONNECT %s HTTP/1.1\r\nHost: %s\r\n\r\n%s", target, target, early); err != nil {
+		t.Fatal(err)
+	}
+	if afterSend != nil {
+		afterSend()
+	}
+	br := bufio.NewReader(c)
+	if h := readHead(t, br); h.status != http.StatusOK {
+		t.Fatalf("status %d %q", h.status, h.body)
+	}
+	payload := make([]byte, 3<<20+17)
+	rand.Read(payload)
+	go func() {
+		c.Write(payload)
+		c.CloseWrite()
+	}()
+	got, err := io.ReadAll(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append([]byte(early), payload...)
+	if !bytes.Equal(got, want) {
+		t.Fatalf("echoed %d bytes, want %d", len(got), len(want))
+	}
+	tp.stop(t)
+	n := int64(len(want))
+	wantRep := Report{Allowed: []validation.EgressHost{{Host: "127.0.0.1", Port: port, Connections: 1, BytesOut: n, BytesIn: n}}}
+	if diff := cmp.Diff(wantRep, tp.Report()); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
 	}
 }
