@@ -38,6 +38,10 @@ type UploadFailure struct {
 	Name   string `json:"name"`
 	Key    string `json:"key,omitempty"`
 	Reason string `json:"reason"`
+	// Code is set when a ceiling refused the artifact (its count, or a
+	// name whose key would escape the run's prefix): the artifact control
+	// of SPEC §7, validation.CodeArtifactCeiling.
+	Code validation.Code `json:"code,omitempty"`
 }
 
 // Attach uploads each artifact under its key in scope and attaches the
@@ -53,12 +57,14 @@ func Attach(ctx context.Context, store Store, scope Scope, findings []validation
 		fail := UploadFailure{Kind: a.Kind, Step: a.Step, Name: a.Name}
 		if i >= MaxArtifactsPerRun {
 			fail.Reason = fmt.Sprintf("over the limit of %d artifacts per run", MaxArtifactsPerRun)
+			fail.Code = validation.CodeArtifactCeiling
 			failures = append(failures, fail)
 			continue
 		}
 		key, err := Key(scope, a.Kind, a.Name)
 		if err != nil {
 			fail.Reason = err.Error()
+			fail.Code = validation.CodeArtifactCeiling
 			failures = append(failures, fail)
 			continue
 		}

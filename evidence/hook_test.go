@@ -197,7 +197,7 @@ func TestAttachLimitsAndMatching(t *testing.T) {
 	}
 	findings := []validation.Finding{{Step: "test", ExecutionClaim: true}, {Step: "lint"}}
 	got, stored, failures := Attach(t.Context(), fs, scope, findings, arts)
-	if len(stored) != MaxArtifactsPerRun || len(failures) != 1 || !strings.Contains(failures[0].Reason, "limit") {
+	if len(stored) != MaxArtifactsPerRun || len(failures) != 1 || !strings.Contains(failures[0].Reason, "limit") || failures[0].Code != validation.CodeArtifactCeiling {
 		t.Fatalf("stored %d, failures %+v", len(stored), failures)
 	}
 	if len(got[0].Evidence) != MaxArtifactsPerRun || len(got[1].Evidence) != 0 {

@@ -4,6 +4,8 @@ package executors
 
 import (
 	"context"
+	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -45,6 +47,10 @@ type Request struct {
 	// Dir is the extracted repository root on the worker. Executors never
 	// write to it; those that need a private copy or an archive make one.
 	Dir string
+	// Root is the command root Dir must lie in: the job's checkout
+	// directory, or the path the operator gave gilf validate. The command
+	// root control (review.Validate) refuses a Dir outside it.
+	Root string
 	// Secrets are values to redact from every byte of output.
 	Secrets []validation.Secret
 	// Labels name the run for remote metadata (repo, job); never secret.
@@ -114,4 +120,15 @@ func RecordEgress(plan validation.Plan, steps []validation.StepResult, by valida
 		}
 		s.Egress = e
 	}
+}
+
+// ProgramAvailable refuses with validation.CodeExecutorUnavailable when
+// prog, the program an executor runs on the worker (the crabbox CLI, the
+// self-host command), cannot be found or executed: the executor is
+// configured but cannot be reached, and nothing is started.
+func ProgramAvailable(executor, prog string) *validation.Refusal {
+	if _, err := exec.LookPath(prog); err != nil {
+		return validation.Refuse(validation.CodeExecutorUnavailable, "%s is configured, but its program %q cannot be run on this worker", executor, filepath.Base(prog))
+	}
+	return nil
 }

@@ -104,6 +104,9 @@ type Telemetry struct {
 	Reason string `json:"reason,omitempty"`
 	// Error is the shadow's error or panic, bounded; never shown on a PR.
 	Error string `json:"error,omitempty"`
+	// Refusal is the control that withheld the lane, when one did: the
+	// budget guard refuses with validation.CodeBudgetExceeded.
+	Refusal *validation.Refusal `json:"refusal,omitempty"`
 	// Steps compares statuses in the primary's step order, then any step
 	// only the shadow reported.
 	Steps []StepAgreement `json:"steps,omitempty"`
@@ -205,6 +208,7 @@ func (s *Shadow) Start(ctx context.Context, primary string, req Request) *Shadow
 			if why != "" {
 				r.tel.Reason += ": " + why
 			}
+			r.tel.Refusal = validation.Refuse(validation.CodeBudgetExceeded, "the %s shadow lane was withheld: %s", name, r.tel.Reason)
 			return r
 		}
 	}

@@ -113,7 +113,8 @@ func TestShadowWithheld(t *testing.T) {
 				return name != executors.NameManagedE2B, "managed-e2b spend $50.10 reached GILF_E2B_BUDGET_USD $50"
 			},
 			want: executors.Telemetry{Requested: "e2b", Shadow: executors.NameManagedE2B, Primary: executors.NameLocal, Status: executors.ShadowWithheld,
-				Reason: "budget: managed-e2b spend $50.10 reached GILF_E2B_BUDGET_USD $50"},
+				Reason:  "budget: managed-e2b spend $50.10 reached GILF_E2B_BUDGET_USD $50",
+				Refusal: &validation.Refusal{Code: validation.CodeBudgetExceeded, Msg: "the managed-e2b shadow lane was withheld: budget: managed-e2b spend $50.10 reached GILF_E2B_BUDGET_USD $50"}},
 		},
 	}
 	for _, tt := range tests {

@@ -197,7 +197,12 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res, &opts)
 	}
 	opts.JobID = fmt.Sprint(j.ID)
-	res.Body = Render(res.Record, opts)
+	var leak validation.ControlDecision
+	res.Body, leak = GuardOutput(Render(res.Record, opts), p.Secrets)
+	res.Record.Controls = append(res.Record.Controls, leak)
+	if !leak.Passed {
+		log.Error("secret found in the review before posting; redacted", "refusal_code", leak.Code, "detail", leak.Detail)
+	}
 
 	// A result for a stale head is recorded, not posted.
 	now, err := p.PRs.PullRequest(ctx, j)
@@ -219,6 +224,8 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		Title:      Verdict(res.Record),
 		Summary:    res.Record.Reason,
 	}
+	pub.Title, _ = GuardOutput(pub.Title, p.Secrets)
+	pub.Summary, _ = GuardOutput(pub.Summary, p.Secrets)
 	if err := p.Publisher.Publish(ctx, j, pub); err != nil {
 		if errors.Is(err, ErrStaleHead) {
 			res.Stale = true
@@ -314,7 +321,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 	}
 	plan := validation.BuildPlan(root, p.PlanOptions)
 	req := executors.Request{
-		Plan: plan, Dir: root, Secrets: p.Secrets,
+		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
 		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID)},
 		Run: executors.RunConfig{
 			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,

@@ -3,6 +3,8 @@ package review
 import (
 	"context"
 	"fmt"
+	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/gilf-review/gilf/executors"
@@ -77,8 +79,33 @@ func Validate(ctx context.Context, exec executors.Executor, req executors.Reques
 	if req.Plan.Gap != nil {
 		return NewRecord(in), nil
 	}
+	// The redaction control comes before any executor: the record must
+	// show what ran, and redaction would change such a command. Each
+	// decision is recorded, passed or not.
+	var decisions []validation.ControlDecision
+	for _, c := range []struct {
+		name  string
+		admit func() *validation.Refusal
+	}{
+		{validation.ControlRedaction, func() *validation.Refusal { return validation.AdmitCommands(req.Plan, req.Secrets) }},
+		{validation.ControlCommandRoot, func() *validation.Refusal { return admitCommandRoot(req.Root, req.Dir) }},
+	} {
+		ref := c.admit()
+		decisions = append(decisions, validation.Decision(c.name, ref))
+		if ref != nil {
+			in.Refusal = ref
+			rec := NewRecord(in)
+			rec.Controls = decisions
+			return rec, nil
+		}
+	}
 	res, err := runExecutor(ctx, exec, req)
-	return recordFromRun(req.Plan, exec, res, err, notes)
+	rec, err := recordFromRun(req.Plan, exec, res, err, notes)
+	// The executor's own controls (tier, egress, sandbox user,
+	// availability) refuse through it.
+	decisions = append(decisions, validation.Decision(validation.ControlExecutor, rec.Refusal))
+	rec.Controls = append(decisions, rec.Controls...)
+	return rec, err
 }
 
 // runExecutor calls Run and turns a panic inside the executor into an
@@ -98,4 +125,54 @@ func runExecutor(ctx context.Context, exec executors.Executor, req executors.Req
 		res.Finished = time.Now()
 	}
 	return res, err
+}
+
+// admitCommandRoot is the command root control (SPEC §7): the checkout
+// the commands run in must lie in the declared root once symlinks are
+// resolved. A root that is not declared, or a path that cannot be
+// resolved, is refused as unknown; one outside it as an escape.
+func admitCommandRoot(root, dir string) *validation.Refusal {
+	if root == "" || dir == "" {
+		return validation.Refuse(validation.CodeCommandRootUnknown, "no command root was declared for the run")
+	}
+	r, err1 := filepath.EvalSymlinks(root)
+	d, err2 := filepath.EvalSymlinks(dir)
+	if err1 != nil || err2 != nil {
+		return validation.Refuse(validation.CodeCommandRootUnknown, "the command root or the checkout could not be resolved")
+	}
+	r, err1 = filepath.Abs(r)
+	d, err2 = filepath.Abs(d)
+	if err1 != nil || err2 != nil {
+		return validation.Refuse(validation.CodeCommandRootUnknown, "the command root or the checkout could not be resolved")
+	}
+	if !validation.WithinRoot(filepath.Clean(r), filepath.Clean(d)) {
+		return validation.Refuse(validation.CodeCommandRootEscape, "the checkout is outside the run's command root")
+	}
+	return nil
+}
+
+// GuardOutput is the secret-leak control (SPEC §7): text about to be
+// posted or stored is scanned for the worker's secret values in every
+// encoding the redactor knows; what it finds is redacted, and the
+// decision names the secrets and offsets, never the values.
+func GuardOutput(text string, secrets []validation.Secret) (string, validation.ControlDecision) {
+	hits := validation.ScanSecrets([]byte(text), secrets)
+	if len(hits) == 0 {
+		return text, validation.ControlDecision{Control: validation.ControlSecretLeak, Passed: true}
+	}
+	var b strings.Builder
+	r := validation.NewRedactor(&b, secrets)
+	if _, err := r.Write([]byte(text)); err != nil || r.Flush() != nil {
+		// A strings.Builder does not fail; never return the text.
+		b.Reset()
+		b.WriteString("[redacted: the output held a worker secret]")
+	}
+	where := make([]string, 0, min(len(hits), 10))
+	for _, h := range hits[:min(len(hits), 10)] {
+		where = append(where, fmt.Sprintf("%s at offset %d (%s)", h.Name, h.Offset, h.Encoding))
+	}
+	return b.String(), validation.ControlDecision{
+		Control: validation.ControlSecretLeak, Code: validation.CodeSecretLeak,
+		Detail: fmt.Sprintf("%d occurrence(s) redacted before posting: %s", len(hits), strings.Join(where, ", ")),
+	}
 }

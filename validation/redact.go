@@ -14,7 +14,7 @@ import (
 // MinSecretLength is the shortest secret value that is scanned for. Shorter
 // values ("1", "true", a port number) would match ordinary output
 // everywhere; they are not secrets worth the false positives (SPEC §7).
-const MinSecretLength = 6
+const MinSecretLength = 8
 
 // Encodings a secret is recognized in. Each hit reports one of these.
 const (

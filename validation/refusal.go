@@ -34,7 +34,37 @@ const (
 	// (a pack limit, or the provider's upload ceiling): nothing was
 	// started, and a retry would not fit either.
 	CodeArchiveTooLarge Code = "archive_too_large"
+	// CodeSecretLeak: text about to be posted or stored held the value
+	// of a worker secret; it was redacted before it left (the scan
+	// reports names and offsets, never values).
+	CodeSecretLeak Code = "secret_leak"
 )
+
+// Controls of SPEC §7, as ControlDecision names them.
+const (
+	ControlRedaction   = "redaction"
+	ControlCommandRoot = "command-root"
+	ControlSecretLeak  = "secret-leak"
+	ControlExecutor    = "executor"
+)
+
+// ControlDecision is one control's decision on a run, passed or not.
+type ControlDecision struct {
+	Control string `json:"control"`
+	Passed  bool   `json:"passed"`
+	// Code is the refusal code when it did not pass.
+	Code   Code   `json:"code,omitempty"`
+	Detail string `json:"detail,omitempty"`
+}
+
+// Decision is the decision of a control that refused with r, or passed
+// when r is nil.
+func Decision(control string, r *Refusal) ControlDecision {
+	if r == nil {
+		return ControlDecision{Control: control, Passed: true}
+	}
+	return ControlDecision{Control: control, Code: r.Code, Detail: r.Msg}
+}
 
 // Refusal is a control saying no before anything ran. It is an error so an
 // executor can return it from Run; callers tell it apart with errors.As.
@@ -49,4 +79,38 @@ func (r *Refusal) Error() string { return fmt.Sprintf("refused (%s): %s", r.Code
 // Refuse builds a Refusal with a formatted public message.
 func Refuse(code Code, format string, args ...any) *Refusal {
 	return &Refusal{Code: code, Msg: fmt.Sprintf(format, args...)}
+}
+
+// AdmitCommands is the redaction control (SPEC §7): a command that holds
+// the value of a worker secret would be changed by redaction before it is
+// shown, so what the record says ran would not be what ran. Such a plan is
+// never executed: the refusal names the step and the secret, never the
+// value. Inconclusive steps, which never run, are not looked at.
+func AdmitCommands(plan Plan, secrets []Secret) *Refusal {
+	for _, st := range plan.Steps {
+		if st.Inconclusive != "" {
+			continue
+		}
+		var b []byte
+		for _, a := range st.Argv {
+			b = append(append(b, a...), 0)
+		}
+		if hits := ScanSecrets(b, secrets); len(hits) > 0 {
+			return Refuse(CodeCommandRedacted, "step %s: its command holds the value of %s; a command redaction would change is never run", st.Name, hits[0].Name)
+		}
+	}
+	return nil
+}
+
+// WithinRoot reports whether dir is root or below it, for clean absolute
+// paths. A directory that only shares a prefix with the root
+// (/srv/repo-evil and /srv/repo) is not within it.
+func WithinRoot(root, dir string) bool {
+	if root == "" || dir == "" || root[0] != '/' || dir[0] != '/' {
+		return false
+	}
+	if root == "/" || dir == root {
+		return true
+	}
+	return len(dir) > len(root) && dir[:len(root)] == root && dir[len(root)] == '/'
 }

@@ -252,6 +252,9 @@ type Record struct {
 	Notes              []string  `json:"notes,omitempty"`
 	Started            time.Time `json:"started"`
 	Finished           time.Time `json:"finished"`
+	// Controls are the decisions of the controls that guard a run (SPEC
+	// §7), recorded whether they passed or not.
+	Controls []ControlDecision `json:"controls,omitempty"`
 	// VCPU and MemoryGiB are what the executor gave the run, for cost
 	// estimates; zero when unknown.
 	VCPU      float64 `json:"vcpu,omitempty"`

@@ -1,10 +1,14 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
+	"net/url"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,6 +72,10 @@ type ValidationConfig struct {
 	// LocalDisk is GILF_LOCAL_DISK_BYTES and GILF_LOCAL_DISK_INODES: the
 	// local executor's disk ceiling per run (zero fields: its defaults).
 	LocalDisk local.DiskLimit
+	// LocalUIDFirst and LocalUIDCount are GILF_LOCAL_UID_RANGE
+	// ("first-last"): the uids (and the gids of the same numbers) the
+	// local executor gives its runs, one each. Zero: its defaults.
+	LocalUIDFirst, LocalUIDCount uint32
 }
 
 // Selection is the executor selection of the environment; the pipeline
@@ -145,6 +153,7 @@ func loadValidation(getenv func(string) string, errs []error) (ValidationConfig,
 	}
 	v.Install, errs = loadInstall(getenv, errs)
 	v.LocalDisk, errs = loadLocalDisk(getenv, errs)
+	v.LocalUIDFirst, v.LocalUIDCount, errs = loadUIDRange(getenv, errs)
 	return v, errs
 }
 
@@ -198,37 +207,130 @@ func (s Secret) IsSet() bool                   { return s.v != "" }
 func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprint(f, redacted) }
 
 // secretName reports whether an environment variable name looks secret:
-// the worker's own tokens, keys and passwords. Their values are redacted
-// from every output and counted as withheld; they never enter a sandbox.
+// the worker's own tokens, keys, passwords and auth settings (npm's
+// npm_config_//host/:_authToken, _auth, _password among them). Their
+// values are redacted from every output and counted as withheld; they
+// never enter a sandbox.
 func secretName(name string) bool {
 	n := strings.ToUpper(name)
-	for _, s := range []string{"_TOKEN", "_KEY", "_SECRET", "_PAT", "_CREDENTIALS", "_DSN"} {
+	for _, s := range []string{"_TOKEN", "_KEY", "_SECRET", "_PAT", "_CREDENTIALS", "_DSN", "_AUTH"} {
 		if strings.HasSuffix(n, s) {
 			return true
 		}
 	}
-	for _, s := range []string{"PASSWORD", "PASSWD", "SECRET", "PRIVATE_KEY"} {
+	for _, s := range []string{"PASSWORD", "PASSWD", "SECRET", "PRIVATE_KEY", "AUTHTOKEN", "AUTH_TOKEN"} {
 		if strings.Contains(n, s) {
 			return true
 		}
 	}
-	return strings.HasPrefix(n, "AWS_")
+	// *_AUTH*, but not a git author's name.
+	if i := strings.Index(n, "_AUTH"); i >= 0 && !strings.HasPrefix(n[i:], "_AUTHOR") {
+		return true
+	}
+	return strings.HasPrefix(n, "AWS_") || strings.HasPrefix(n, "AUTH_")
 }
 
-// WorkerSecrets lists the environment variables (NAME=value entries, as
-// os.Environ gives them) whose names look secret and whose values are not
-// empty, sorted by name.
+// urlPassword returns the password of a URL value with credentials in
+// it (DATABASE_URL=postgres://user:pass@host/db), or "".
+func urlPassword(v string) (string, bool) {
+	if !strings.Contains(v, "://") || !strings.Contains(v, "@") {
+		return "", false
+	}
+	u, err := url.Parse(strings.TrimSpace(v))
+	if err != nil || u.User == nil {
+		return "", false
+	}
+	if p, ok := u.User.Password(); ok && p != "" {
+		return p, true
+	}
+	// A token alone as the user part (https://TOKEN@host).
+	if name := u.User.Username(); len(name) >= validation.MinSecretLength {
+		return name, true
+	}
+	return "", false
+}
+
+// WorkerSecrets lists the worker's secrets in the environment (NAME=value
+// entries, as os.Environ gives them): variables whose names look secret
+// and whose values are not empty, and every variable whose value is a URL
+// with credentials (the whole value, and its password alone), sorted by
+// name.
 func WorkerSecrets(environ []string) []validation.Secret {
 	var out []validation.Secret
 	for _, kv := range environ {
 		name, value, ok := strings.Cut(kv, "=")
-		if !ok || value == "" || !secretName(name) {
+		if !ok || value == "" {
 			continue
 		}
-		out = append(out, validation.Secret{Name: name, Value: value})
+		pw, inURL := urlPassword(value)
+		switch {
+		case secretName(name):
+			out = append(out, validation.Secret{Name: name, Value: value})
+		case inURL:
+			out = append(out, validation.Secret{Name: name, Value: value})
+		default:
+			continue
+		}
+		if inURL && pw != value {
+			out = append(out, validation.Secret{Name: name + " (its URL's credentials)", Value: pw})
+		}
 	}
 	slices.SortFunc(out, func(a, b validation.Secret) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// MaxNpmrcBytes bounds what is read of one npmrc file.
+const MaxNpmrcBytes = 1 << 20
+
+// NpmrcSecrets are the credentials in the worker's npm configuration files
+// (the user's ~/.npmrc, NPM_CONFIG_USERCONFIG, and the global npmrc under
+// npm's prefixes): the values of _authToken, _auth, _password and
+// certfile/keyfile-less auth keys, never ${VAR} references (the variable
+// itself is a worker secret already). Unreadable files are skipped.
+func NpmrcSecrets(getenv func(string) string) []validation.Secret {
+	var files []string
+	if p := strings.TrimSpace(getenv("NPM_CONFIG_USERCONFIG")); p != "" {
+		files = append(files, p)
+	} else if h := strings.TrimSpace(getenv("HOME")); h != "" {
+		files = append(files, filepath.Join(h, ".npmrc"))
+	}
+	files = append(files, "/usr/etc/npmrc", "/usr/local/etc/npmrc", "/etc/npmrc")
+	var out []validation.Secret
+	for _, f := range files {
+		b, err := readBounded(f, MaxNpmrcBytes)
+		if err != nil {
+			continue // absent or unreadable: nothing of it can leak
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), "=")
+			if !ok {
+				continue
+			}
+			k, v = strings.TrimSpace(k), strings.Trim(strings.TrimSpace(v), `"'`)
+			lk := strings.ToLower(k)
+			if v == "" || strings.HasPrefix(v, "${") || !(strings.HasSuffix(lk, "_authtoken") || strings.HasSuffix(lk, "_auth") || strings.HasSuffix(lk, "_password")) {
+				continue
+			}
+			out = append(out, validation.Secret{Name: "npmrc " + k, Value: v})
+			if strings.HasSuffix(lk, "_password") {
+				// npm stores _password base64-encoded; the redactor
+				// knows base64 forms of the value, not the decoded one.
+				if d, err := base64.StdEncoding.DecodeString(v); err == nil && len(d) > 0 {
+					out = append(out, validation.Secret{Name: "npmrc " + k + " (decoded)", Value: string(d)})
+				}
+			}
+		}
+	}
+	return out
+}
+
+func readBounded(path string, max int64) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close() // read-only: a close error loses nothing
+	return io.ReadAll(io.LimitReader(f, max))
 }
 
 // processEnv is the process environment, read here and nowhere else.
@@ -255,4 +357,27 @@ func loadLocalDisk(getenv func(string) string, errs []error) (local.DiskLimit, [
 	l.Bytes = read("GILF_LOCAL_DISK_BYTES", local.MinDiskBytes, local.MaxDiskBytes)
 	l.Inodes = read("GILF_LOCAL_DISK_INODES", local.MinDiskInodes, local.MaxDiskInodes)
 	return l, errs
+}
+
+// loadUIDRange reads GILF_LOCAL_UID_RANGE, "first-last" inclusive: never
+// root, at most local.MaxUIDCount ids, below 2^32-1.
+func loadUIDRange(getenv func(string) string, errs []error) (first, count uint32, _ []error) {
+	v := strings.TrimSpace(getenv("GILF_LOCAL_UID_RANGE"))
+	if v == "" {
+		return 0, 0, errs
+	}
+	a, b, ok := strings.Cut(v, "-")
+	lo, err1 := strconv.ParseUint(strings.TrimSpace(a), 10, 32)
+	hi, err2 := strconv.ParseUint(strings.TrimSpace(b), 10, 32)
+	switch {
+	case !ok || err1 != nil || err2 != nil:
+		errs = append(errs, fmt.Errorf("GILF_LOCAL_UID_RANGE=%q: want first-last, e.g. 64000-64999", v))
+	case lo == 0 || hi < lo || hi >= 1<<32-1:
+		errs = append(errs, fmt.Errorf("GILF_LOCAL_UID_RANGE=%q: want 1 <= first <= last < 4294967295 (root is never a sandbox uid)", v))
+	case hi-lo+1 > local.MaxUIDCount:
+		errs = append(errs, fmt.Errorf("GILF_LOCAL_UID_RANGE=%q: at most %d uids", v, local.MaxUIDCount))
+	default:
+		return uint32(lo), uint32(hi - lo + 1), errs
+	}
+	return 0, 0, errs
 }

@@ -210,3 +210,27 @@ func TestLoadLocalDisk(t *testing.T) {
 		})
 	}
 }
+
+func TestLoadUIDRange(t *testing.T) {
+	tests := []struct {
+		in           string
+		first, count uint32
+		bad          bool
+	}{
+		{in: "", first: 0, count: 0},
+		{in: "64000-64999", first: 64000, count: 1000},
+		{in: "100000 - 100000", first: 100000, count: 1},
+		{in: "0-10", bad: true},
+		{in: "10-9", bad: true},
+		{in: "64000", bad: true},
+		{in: "1-1048576", first: 1, count: 1 << 20},
+		{in: "1-1048577", bad: true},
+		{in: "4294967294-4294967295", bad: true},
+	}
+	for _, tc := range tests {
+		first, count, errs := loadUIDRange(envMap(map[string]string{"GILF_LOCAL_UID_RANGE": tc.in}), nil)
+		if (len(errs) > 0) != tc.bad || first != tc.first || count != tc.count {
+			t.Errorf("%q: %d %d %v; want %d %d bad=%v", tc.in, first, count, errs, tc.first, tc.count, tc.bad)
+		}
+	}
+}

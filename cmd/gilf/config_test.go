@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -177,12 +179,25 @@ func TestWorkerSecrets(t *testing.T) {
 		"PATH=/usr/bin", "HOME=/root", "GITHUB_TOKEN=ghs_abc", "E2B_API_KEY=e2b_x", "GILF_WEBHOOK_SECRET=whsec",
 		"AWS_ACCESS_KEY_ID=AKIA1", "AWS_REGION=us-east-1", "DB_PASSWORD=pw", "EMPTY_TOKEN=", "GITHUB_APP_PRIVATE_KEY=-----BEGIN",
 		"KEYBOARD=us", "TOKENIZER=x", "NOEQUALS", "npm_config_token=n",
+		// Credentials in URLs, whatever the name; auth settings.
+		"DATABASE_URL=postgres://gilf:s3cret-pass@db.internal:5432/gilf", "REDIS_URL=redis://db.internal:6379/0",
+		"HOMEPAGE=https://example.com/a@b", "PRIVATE_REGISTRY=https://ghp_tokenonly1234@npm.example/",
+		"npm_config_//registry.npmjs.org/:_authToken=npm_x", "NPM_CONFIG__AUTH=dXNlcjpwYXNz", "GITHUB_AUTH=x",
+		"GIT_AUTHOR_NAME=Jane Doe", "AUTH_HEADER=Bearer y",
 	}
+	got := map[string]string{}
 	var names []string
 	for _, s := range WorkerSecrets(environ) {
 		names = append(names, s.Name)
+		got[s.Name] = s.Value
 	}
-	want := []string{"AWS_ACCESS_KEY_ID", "AWS_REGION", "DB_PASSWORD", "E2B_API_KEY", "GILF_WEBHOOK_SECRET", "GITHUB_APP_PRIVATE_KEY", "GITHUB_TOKEN", "npm_config_token"}
+	want := []string{"AUTH_HEADER", "AWS_ACCESS_KEY_ID", "AWS_REGION", "DATABASE_URL", "DATABASE_URL (its URL's credentials)",
+		"DB_PASSWORD", "E2B_API_KEY", "GILF_WEBHOOK_SECRET", "GITHUB_APP_PRIVATE_KEY", "GITHUB_AUTH", "GITHUB_TOKEN",
+		"NPM_CONFIG__AUTH", "PRIVATE_REGISTRY", "PRIVATE_REGISTRY (its URL's credentials)",
+		"npm_config_//registry.npmjs.org/:_authToken", "npm_config_token"}
+	if got["DATABASE_URL (its URL's credentials)"] != "s3cret-pass" || got["PRIVATE_REGISTRY (its URL's credentials)"] != "ghp_tokenonly1234" {
+		t.Errorf("URL credentials: %q", got)
+	}
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("secret names (-want +got):\n%s", diff)
 	}
@@ -275,4 +290,35 @@ func TestProgress(t *testing.T) {
 			t.Errorf("terminal progress (-want +got):\n%s", diff)
 		}
 	})
+}
+
+func TestNpmrcSecrets(t *testing.T) {
+	home := t.TempDir()
+	npmrc := "registry=https://registry.npmjs.org/\n" +
+		"//registry.npmjs.org/:_authToken=npm_0123456789abcdef\n" +
+		"//npm.corp.example/:_password=\"aHVudGVyMi1wYXNzd29yZA==\"\n" +
+		"//npm.corp.example/:_auth=${CORP_AUTH}\n" +
+		"fund=false\n"
+	if err := os.WriteFile(filepath.Join(home, ".npmrc"), []byte(npmrc), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, s := range NpmrcSecrets(envMap(map[string]string{"HOME": home})) {
+		got[s.Name] = s.Value
+	}
+	want := map[string]string{
+		"npmrc //registry.npmjs.org/:_authToken":        "npm_0123456789abcdef",
+		"npmrc //npm.corp.example/:_password":           "aHVudGVyMi1wYXNzd29yZA==",
+		"npmrc //npm.corp.example/:_password (decoded)": "hunter2-password",
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("%s = %q, want %q (all: %v)", k, got[k], v, got)
+		}
+	}
+	for k := range got {
+		if strings.Contains(k, "_auth ") || strings.Contains(k, "registry=") || strings.Contains(k, "fund") {
+			t.Errorf("not a secret, or a ${} reference: %s", k)
+		}
+	}
 }

@@ -120,7 +120,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		}
 	}()
 
-	secrets := WorkerSecrets(env.Environ)
+	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
 	if sc.GitHub.PrivateKeyPath != "" {
 		// The key read from a file is a secret like those of the
 		// environment: withheld from sandboxes and redacted from output.
@@ -255,6 +255,9 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 			MinTier: cfg.Validation.LocalMinTier,
 			Egress:  local.EgressOptions{AllowHosts: rules, Registries: reg.Npm},
 			Disk:    cfg.Validation.LocalDisk,
+			// The range's gids are the same numbers.
+			SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
+			UIDCount: cfg.Validation.LocalUIDCount,
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local executor: %w", err))

@@ -106,15 +106,28 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
 		return exitUsage
 	}
+	// The secret-leak control: what is printed is scanned for the
+	// worker's secrets first.
+	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
+	var out, what string
 	if f.json {
-		enc := json.NewEncoder(env.Stdout)
+		var b strings.Builder
+		enc := json.NewEncoder(&b)
 		enc.SetIndent("", "  ")
 		if err := enc.Encode(newRecordView(rec)); err != nil {
 			fmt.Fprintf(env.Stderr, "gilf validate: write record: %v\n", err)
 			return exitUsage
 		}
-	} else if _, err := io.WriteString(env.Stdout, review.Render(rec, opts)); err != nil {
-		fmt.Fprintf(env.Stderr, "gilf validate: write review: %v\n", err)
+		out, what = b.String(), "record"
+	} else {
+		out, what = review.Render(rec, opts), "review"
+	}
+	out, leak := review.GuardOutput(out, secrets)
+	if !leak.Passed {
+		log.Error("secret found in the "+what+" before printing; redacted", "refusal_code", leak.Code, "detail", leak.Detail)
+	}
+	if _, err := io.WriteString(env.Stdout, out); err != nil {
+		fmt.Fprintf(env.Stderr, "gilf validate: write %s: %v\n", what, err)
 		return exitUsage
 	}
 	return exitCode(rec.Outcome)
@@ -149,7 +162,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 		opts.StepTimeout, opts.InstallTimeout = f.timeout, f.timeout
 	}
 	plan := validation.BuildPlan(dir, opts)
-	secrets := WorkerSecrets(env.Environ)
+	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
 
 	sel, source := validateSelection(cfg.Validation, f.executor)
 	choice := sel.Resolve()
@@ -169,9 +182,16 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	}
 
 	prog := newProgress(env.Stderr, env.StderrTTY)
+	// The command root: the directory the operator named, or the one an
+	// archive was extracted into.
+	root := dir
+	if st, err := os.Stat(f.path); err == nil && !st.IsDir() {
+		root = filepath.Dir(dir)
+	}
 	req := executors.Request{
 		Plan:     plan,
 		Dir:      dir,
+		Root:     root,
 		Secrets:  secrets,
 		Labels:   map[string]string{"command": "validate"},
 		Progress: prog.started,

@@ -204,6 +204,9 @@ func CLIEnv(opts Options) []string {
 // Run copies req.Dir, writes the marker shell into the copy and runs it
 // with `crabbox run`. See Executor for how a run ends.
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	if r := executors.ProgramAvailable(e.Name(), e.opts.Bin); r != nil {
+		return executors.Result{}, r
+	}
 	res = executors.Result{
 		Executor:        e.Name(),
 		Tier:            e.opts.Tier,

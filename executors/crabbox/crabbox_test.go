@@ -415,8 +415,10 @@ func TestRunBrokenCLI(t *testing.T) {
 		f := newFixture(t, "ok")
 		e := f.executor(t, func(o *Options) { o.Bin = filepath.Join(t.TempDir(), "crabbox") })
 		_, err := run(t, e, request(t, step(validation.StepTest, "exit 0")))
-		if err == nil || !strings.Contains(err.Error(), "crabbox: start") {
-			t.Fatalf("err = %v, want a start error", err)
+		// Configured but unreachable: refused, never a retried error.
+		var r *validation.Refusal
+		if !errors.As(err, &r) || r.Code != validation.CodeExecutorUnavailable {
+			t.Fatalf("err = %v, want the executor_unavailable refusal", err)
 		}
 		checkEmpty(t, f.root)
 	})

@@ -28,7 +28,11 @@ type Executor struct {
 	opts  Options
 	log   *slog.Logger
 	probe *prober
+	uids  *uidPool
 }
+
+// in reports whether id is one of the count ids from first.
+func in(id, first, count uint32) bool { return id >= first && uint64(id) < uint64(first)+uint64(count) }
 
 var _ executors.Executor = (*Executor)(nil)
 
@@ -43,10 +47,14 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 	if err := opts.validate(); err != nil {
 		return nil, fmt.Errorf("local executor options: %w", err)
 	}
-	if opts.SandboxUID == uint32(os.Getuid()) || opts.SandboxGID == uint32(os.Getgid()) {
-		return nil, fmt.Errorf("local executor options: the sandbox uid/gid %d/%d must differ from the worker's own", opts.SandboxUID, opts.SandboxGID)
+	if in(uint32(os.Getuid()), opts.SandboxUID, opts.UIDCount) || in(uint32(os.Getgid()), opts.SandboxGID, opts.UIDCount) {
+		return nil, fmt.Errorf("local executor options: the sandbox uids %d–%d and gids %d–%d must not hold the worker's own",
+			opts.SandboxUID, opts.SandboxUID+opts.UIDCount-1, opts.SandboxGID, opts.SandboxGID+opts.UIDCount-1)
 	}
-	return &Executor{opts: opts, log: log, probe: newProber(opts, log)}, nil
+	if err := ownWorkRoot(opts.WorkRoot); err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts)}, nil
 }
 
 // Name is "local".
@@ -96,7 +104,32 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, err
 	}
-	dirs, skipped, err := makeRunDirsOn(ctx, e.opts.WorkRoot, req.Dir, int(e.opts.SandboxUID), int(e.opts.SandboxGID), p.disk, e.opts.Disk)
+	// The run's own uid: released once every process of the run is gone
+	// (the deferred cleanups below run first).
+	// The egress control: an install step that asks for the registry
+	// needs the bridge; when it cannot be found, the step's network cannot
+	// be stated, and nothing runs.
+	if r := e.admitEgress(req.Plan); r != nil {
+		return executors.Result{}, r
+	}
+	// An exhausted pool is an infrastructure error: the job is retried
+	// once a run ends.
+	tn, err := e.uids.take()
+	var ref *validation.Refusal
+	if errors.As(err, &ref) {
+		return executors.Result{}, ref
+	}
+	if err != nil {
+		return executors.Result{}, fmt.Errorf("sandbox uid: %w", err)
+	}
+	defer func() {
+		if rerr := e.uids.release(tn); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}()
+	opts := e.opts
+	opts.SandboxUID, opts.SandboxGID = tn.uid, tn.gid
+	dirs, skipped, err := makeRunDirsOn(ctx, e.opts.WorkRoot, req.Dir, int(opts.SandboxUID), int(opts.SandboxGID), p.disk, e.opts.Disk)
 	// Cleanup runs in every outcome, a panic included.
 	defer func() {
 		if rerr := dirs.remove(); rerr != nil {
@@ -110,13 +143,13 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
 	if rc := userNpmrc(e.opts.Egress.Registries); rc != "" {
-		if err := writeOwned(filepath.Join(dirs.Home, ".npmrc"), []byte(rc), int(e.opts.SandboxUID), int(e.opts.SandboxGID)); err != nil {
+		if err := writeOwned(filepath.Join(dirs.Home, ".npmrc"), []byte(rc), int(opts.SandboxUID), int(opts.SandboxGID)); err != nil {
 			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 		}
 	}
 	sb := &sandbox{
 		log:       e.log,
-		opts:      e.opts,
+		opts:      opts,
 		dirs:      dirs,
 		direct:    p.tier == validation.TierNone,
 		cg:        p.cg,

@@ -32,6 +32,7 @@ const helperEnv = "GILF_LOCAL_TEST_HELPER"
 func TestMain(m *testing.M) {
 	// Install steps run this test binary as their egress bridge.
 	egress.MaybeRunBridge()
+	maybeRunSyscallProbe()
 	switch os.Getenv(helperEnv) {
 	case "unprivileged-run":
 		os.Exit(unprivilegedRun())
@@ -444,6 +445,11 @@ func untar(t *testing.T, file string) string {
 func TestTierUnknownIsNotCached(t *testing.T) {
 	root := filepath.Join(workRoot(t), "later")
 	e := newExec(t, Options{WorkRoot: root})
+	// New made the work root; gone before the first run, the probe
+	// cannot run.
+	if err := os.Remove(root); err != nil {
+		t.Fatal(err)
+	}
 	req := executors.Request{Dir: repo(t, nil), Plan: validation.Plan{Steps: []validation.Step{shStep("test", "true", 10*time.Second)}}}
 	_, err := e.Run(context.Background(), req)
 	var r *validation.Refusal

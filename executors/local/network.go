@@ -250,3 +250,26 @@ func (o EgressOptions) bridgeBinary() (string, error) {
 	}
 	return p, nil
 }
+
+// admitEgress refuses with validation.CodeEgressUnknown a plan whose
+// install step asks for the registry when the bridge binary, the only
+// way to the proxy, cannot be found on the worker.
+func (e *Executor) admitEgress(plan validation.Plan) *validation.Refusal {
+	for _, st := range plan.Steps {
+		if st.Inconclusive != "" || stepNetwork(st) != validation.NetworkRegistry {
+			continue
+		}
+		bin, err := e.opts.Egress.bridgeBinary()
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = os.Stat(bin); err == nil && (!fi.Mode().IsRegular() || fi.Mode().Perm()&0o111 == 0) {
+				err = errors.New("not an executable file")
+			}
+		}
+		if err != nil {
+			return validation.Refuse(validation.CodeEgressUnknown,
+				"the %s step's network cannot be set up: the egress bridge is not available on this worker", st.Name)
+		}
+	}
+	return nil
+}

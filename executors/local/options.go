@@ -198,14 +198,23 @@ type Options struct {
 	// DefaultMinTier.
 	MinTier validation.Tier
 	Limits  Limits
-	// SandboxUID and SandboxGID run every sandboxed process; zero means
-	// the defaults (root is never allowed).
+	// SandboxUID and SandboxGID are the first uid and gid of the pool
+	// sandboxed processes run as; zero means the defaults (root is never
+	// allowed).
 	SandboxUID uint32
 	SandboxGID uint32
+	// UIDCount is how many uids (and gids) the pool holds: every
+	// concurrent run gets one of its own. Zero means DefaultUIDCount.
+	UIDCount uint32
+	// UIDLockDir is where the pool's uid locks live; empty means
+	// DefaultUIDLockDir.
+	UIDLockDir string
 	// BwrapPath is the bubblewrap binary; empty means DefaultBwrapPath.
 	BwrapPath string
 	// WorkRoot is where per-run workspaces are created; empty means
-	// os.TempDir(). It must be traversable by the sandbox uid.
+	// DefaultWorkRoot. It must be traversable by the sandbox uid; New
+	// creates it 0711 (not listable by others) and refuses one another
+	// user owns.
 	WorkRoot string
 	// CgroupRoot is where cgroups are mounted; empty means
 	// DefaultCgroupRoot. A root holding cgroup.controllers is cgroup v2.
@@ -256,11 +265,17 @@ func (o Options) withDefaults() Options {
 	if o.SandboxGID == 0 {
 		o.SandboxGID = DefaultSandboxGID
 	}
+	if o.UIDCount == 0 {
+		o.UIDCount = DefaultUIDCount
+	}
+	if o.UIDLockDir == "" {
+		o.UIDLockDir = DefaultUIDLockDir
+	}
 	if o.BwrapPath == "" {
 		o.BwrapPath = DefaultBwrapPath
 	}
 	if o.WorkRoot == "" {
-		o.WorkRoot = os.TempDir()
+		o.WorkRoot = DefaultWorkRoot()
 	}
 	if o.CgroupRoot == "" {
 		o.CgroupRoot = DefaultCgroupRoot
@@ -336,6 +351,9 @@ func (o Options) validate() error {
 	if o.KillGrace < 0 || o.StepTimeout < 0 {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
 	}
+	if o.UIDCount > MaxUIDCount || uint64(o.SandboxUID)+uint64(o.UIDCount) > 1<<32-1 || uint64(o.SandboxGID)+uint64(o.UIDCount) > 1<<32-1 {
+		errs = append(errs, fmt.Errorf("UIDCount %d: the pool from uid %d/gid %d must hold at most %d ids below 2^32-1", o.UIDCount, o.SandboxUID, o.SandboxGID, MaxUIDCount))
+	}
 	if !o.Disk.off() && (o.Disk.Bytes < MinDiskBytes || o.Disk.Bytes > MaxDiskBytes) {
 		errs = append(errs, fmt.Errorf("Disk.Bytes %d: want %d to %d (or negative for no ceiling)", o.Disk.Bytes, MinDiskBytes, MaxDiskBytes))
 	}
@@ -343,6 +361,7 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("Disk.Inodes %d: want %d to %d", o.Disk.Inodes, MinDiskInodes, MaxDiskInodes))
 	}
 	check("MkfsPath", []string{o.MkfsPath})
+	check("UIDLockDir", []string{o.UIDLockDir})
 	if err := validRegistries(o.Egress.Registries); err != nil {
 		errs = append(errs, err)
 	}
@@ -412,3 +431,7 @@ func within(p, dir string) bool {
 
 // discardLogger is used when New is given no logger.
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+// DefaultWorkRoot is a directory of gilf's own in the system's temporary
+// directory: not the world-listable temporary directory itself.
+func DefaultWorkRoot() string { return filepath.Join(os.TempDir(), "gilf-runs") }

@@ -22,6 +22,8 @@ func TestOptionsDefaults(t *testing.T) {
 		Limits:         Limits{MemoryBytes: 4 << 30, Pids: 512, CPUs: 2},
 		SandboxUID:     64000,
 		SandboxGID:     64000,
+		UIDCount:       1000,
+		UIDLockDir:     "/run/lock/gilf-uids",
 		BwrapPath:      "/usr/bin/bwrap",
 		WorkRoot:       got.WorkRoot, // os.TempDir(), which the test does not pin
 		CgroupRoot:     "/sys/fs/cgroup",
@@ -99,6 +101,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"disk over the maximum", Options{Disk: DiskLimit{Bytes: MaxDiskBytes + 1}}, "Disk.Bytes"},
 		{"inodes under the minimum", Options{Disk: DiskLimit{Inodes: MinDiskInodes - 1}}, "Disk.Inodes"},
 		{"disk off", Options{Disk: DiskLimit{Bytes: -1, Inodes: -1}}, ""},
+		{"uid pool at the top", Options{SandboxUID: 1<<32 - 1 - 1000, SandboxGID: 70000, UIDCount: 1000}, ""},
+		{"uid pool past the top", Options{SandboxUID: 1<<32 - 1000, SandboxGID: 70000, UIDCount: 1000}, "UIDCount"},
+		{"uid pool too large", Options{UIDCount: MaxUIDCount + 1}, "UIDCount"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -49,10 +49,20 @@ const (
 	probeExitNetwork  = 13
 	probeExitHostProc = 14
 	probeExitUserns   = 15
+	probeExitSeccomp  = 16
+	probeExitNetlink  = 17
 )
 
 // probeScript checks from inside, with the sandbox's own shell, what the
 // read-only and no-network tiers promise. $1 is the expected uid.
+//
+// The seccomp filter is checked twice: the kernel reports a filter on the
+// shell itself (Seccomp: 2), which needs nothing but sh; and a netlink
+// socket, which an unprivileged process may open in its own network
+// namespace unless gilf's filter denies it, cannot be opened. The second
+// check tells gilf's filter from one the worker's own container runtime
+// may have set; it needs ip (iproute2) or, failing that, node, and is
+// skipped on a host with neither.
 const probeScript = `[ "$(id -u)" = "$1" ] || exit 10
 [ ! -e /root ] || exit 11
 if ( : > /gilf-probe-write ) 2>/dev/null; then exit 12; fi
@@ -61,6 +71,14 @@ while read -r line; do case "$line" in *:*) n=$((n+1));; esac; done < /proc/net/
 [ "$n" -eq 1 ] || exit 13
 [ ! -e /sys/fs/cgroup ] || exit 14
 if command -v unshare >/dev/null 2>&1 && unshare -U true 2>/dev/null; then exit 15; fi
+mode=
+while read -r k v; do [ "$k" = Seccomp: ] && mode=$v; done < /proc/self/status
+[ "$mode" = 2 ] || exit 16
+if command -v ip >/dev/null 2>&1; then
+	if ip -o link >/dev/null 2>&1; then exit 17; fi
+elif command -v node >/dev/null 2>&1; then
+	if node -e 'require("os").networkInterfaces()' >/dev/null 2>&1; then exit 17; fi
+fi
 exit 0
 `
 
@@ -170,10 +188,8 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		res.notes = append(res.notes, "bubblewrap sandbox unusable: "+probeFailure(r, err))
 		return p.direct(ctx, res, dirs)
 	}
+	res.notes = append(res.notes, seccompNote())
 	diskWhy := p.checkDisk(ctx, res)
-	if res.disk != nil {
-		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
-	}
 	if res.cg.version != cgroupNone && res.cg.limits && diskWhy == "" {
 		res.tier = validation.TierReadOnly
 		l := p.opts.Limits
@@ -187,6 +203,9 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		if res.cg.why != "" {
 			res.notes = append(res.notes, "no cgroup limits: "+res.cg.why)
 		}
+	}
+	if res.disk != nil {
+		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
 	}
 	return res, nil, nil
 }
@@ -267,6 +286,10 @@ func probeFailure(r validation.StepResult, err error) string {
 			return "the host's cgroup tree is visible inside"
 		case probeExitUserns:
 			return "a new user namespace can be made inside"
+		case probeExitSeccomp:
+			return "no seccomp filter is in force inside"
+		case probeExitNetlink:
+			return "a netlink socket can be opened inside: gilf's seccomp filter is not in force"
 		}
 	}
 	return fmt.Sprintf("probe ended %s: %s", r.Status, firstLine(r.Output.Head))

@@ -249,3 +249,34 @@ func (d runDirs) remove() error {
 	}
 	return nil
 }
+
+// ownWorkRoot makes the work root when it is missing: a directory of the
+// worker's, mode 0711 (the sandbox uid traverses it, nobody else lists it).
+// One that exists must be a real directory, not a symlink; the default one
+// must also be the worker's own, with that mode: in the shared temporary
+// directory another user could have made it first to watch or swap runs.
+// A directory the operator names is the operator's choice.
+func ownWorkRoot(dir string) error {
+	if err := os.Mkdir(dir, 0o711); err == nil {
+		return os.Chmod(dir, 0o711) // Mkdir applies the umask
+	} else if !errors.Is(err, fs.ErrExist) {
+		return fmt.Errorf("work root: %w", err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		return fmt.Errorf("work root: %w", err)
+	}
+	if !st.IsDir() {
+		return fmt.Errorf("work root %s is not a directory", dir)
+	}
+	if dir != DefaultWorkRoot() {
+		return nil
+	}
+	if sys, ok := st.Sys().(*syscall.Stat_t); !ok || sys.Uid != uint32(os.Geteuid()) {
+		return fmt.Errorf("work root %s belongs to another user", dir)
+	}
+	if st.Mode().Perm() != 0o711 {
+		return os.Chmod(dir, 0o711)
+	}
+	return nil
+}

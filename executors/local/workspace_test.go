@@ -105,3 +105,26 @@ func TestCopyTreeRejectsNonDirectory(t *testing.T) {
 		t.Error("copyTree of a missing dir: want an error")
 	}
 }
+
+// The default work root is the worker's own, not listable by others; one
+// another user made first is refused.
+func TestOwnWorkRoot(t *testing.T) {
+	dir := DefaultWorkRoot()
+	if err := ownWorkRoot(dir); err != nil {
+		t.Fatal(err)
+	}
+	st, err := os.Lstat(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Mode().Perm() != 0o711 || !st.IsDir() {
+		t.Errorf("default work root %v", st.Mode())
+	}
+	link := filepath.Join(t.TempDir(), "root")
+	if err := os.Symlink(t.TempDir(), link); err != nil {
+		t.Fatal(err)
+	}
+	if err := ownWorkRoot(link); err == nil {
+		t.Error("a symlink was taken as the work root")
+	}
+}

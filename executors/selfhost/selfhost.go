@@ -196,6 +196,9 @@ func ChildEnv(worker []string, network validation.Network, secrets []validation.
 // Run packs req.Dir and runs the plan through the command. See Executor
 // for how a run ends.
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	if r := executors.ProgramAvailable(e.Name(), e.argv[0]); r != nil {
+		return executors.Result{}, r
+	}
 	res = executors.Result{
 		Executor:        e.Name(),
 		Tier:            e.opts.Tier,

@@ -352,8 +352,9 @@ func TestBrokenCommands(t *testing.T) {
 	t.Run("command not found", func(t *testing.T) {
 		e, root := newExec(t, filepath.Join(t.TempDir(), "missing"), nil)
 		_, err := run(t, e, request(t, step(validation.StepTest, "exit 0")))
-		if err == nil || !strings.Contains(err.Error(), "self-host: start") {
-			t.Errorf("err = %v, want a start error", err)
+		var r *validation.Refusal
+		if !errors.As(err, &r) || r.Code != validation.CodeExecutorUnavailable {
+			t.Errorf("err = %v, want the executor_unavailable refusal", err)
 		}
 		checkPackagingGone(t, root)
 	})
