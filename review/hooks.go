@@ -4,7 +4,11 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
+	"sync"
 	"time"
+
+	"github.com/gilf-review/gilf/validation"
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/evidence"
@@ -17,6 +21,9 @@ type Stages struct {
 	EvidenceStore evidence.Store // required when Evidence.Enabled
 	Cards         costs.Cards
 	Logger        *slog.Logger
+	// Secrets are the worker's: every evidence body is scanned for them
+	// before it is stored (the secret-leak control).
+	Secrets []validation.Secret
 }
 
 var _ Hooks = (*Stages)(nil)
@@ -81,13 +88,15 @@ func (s *Stages) evidence(ctx context.Context, j Job, res *Result, opts *RenderO
 	if s.EvidenceStore == nil {
 		return "evidence: enabled but no store is configured"
 	}
-	out := evidence.Run(ctx, s.Logger, s.Evidence, s.EvidenceStore, evidence.Input{
+	guard := &leakGuard{Store: s.EvidenceStore, secrets: s.Secrets}
+	out := evidence.Run(ctx, s.Logger, s.Evidence, guard, evidence.Input{
 		Scope:    evidence.Scope{Repo: j.FullName(), SHA: j.HeadSHA, Review: fmt.Sprintf("job-%d", j.ID)},
 		Findings: res.Record.Findings,
 		Steps:    res.Record.Steps,
 	})
 	res.Record.Findings = out.Findings
 	res.Artifacts, res.UploadFailures = out.Stored, out.Failures
+	res.Record.Controls = append(res.Record.Controls, guard.decision())
 	if opts.Evidence == nil {
 		opts.Evidence = map[string][]EvidenceLine{}
 	}
@@ -102,4 +111,45 @@ func (s *Stages) evidence(ctx context.Context, j Job, res *Result, opts *RenderO
 		})
 	}
 	return out.Err
+}
+
+// leakGuard is the secret-leak control in front of the evidence store:
+// each body is scanned for the worker's secrets before it is stored. A
+// text body is stored redacted; a binary one, which redaction would
+// corrupt, is not stored at all. The hits are kept by name and offset.
+type leakGuard struct {
+	evidence.Store
+	secrets []validation.Secret
+
+	mu   sync.Mutex
+	hits []string
+}
+
+func (g *leakGuard) Put(ctx context.Context, obj evidence.Object) (validation.EvidenceRef, error) {
+	hits := validation.ScanSecrets(obj.Body, g.secrets)
+	if len(hits) == 0 {
+		return g.Store.Put(ctx, obj)
+	}
+	g.mu.Lock()
+	for _, h := range hits[:min(len(hits), 10)] {
+		g.hits = append(g.hits, fmt.Sprintf("%s in %s at offset %d (%s)", h.Name, obj.Kind, h.Offset, h.Encoding))
+	}
+	g.mu.Unlock()
+	if !strings.HasPrefix(obj.ContentType, "text/") {
+		return validation.EvidenceRef{}, fmt.Errorf("not stored: the artifact held the value of %s", hits[0].Name)
+	}
+	text, _ := GuardOutput(string(obj.Body), g.secrets)
+	obj.Body = []byte(text)
+	return g.Store.Put(ctx, obj)
+}
+
+// decision is the control's decision over every body it saw.
+func (g *leakGuard) decision() validation.ControlDecision {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.hits) == 0 {
+		return validation.ControlDecision{Control: validation.ControlSecretLeak, Passed: true, Detail: "evidence"}
+	}
+	return validation.ControlDecision{Control: validation.ControlSecretLeak, Code: validation.CodeSecretLeak,
+		Detail: "evidence redacted or withheld before storing: " + strings.Join(g.hits, ", ")}
 }

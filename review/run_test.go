@@ -1,11 +1,13 @@
 package review
 
 import (
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/executortest"
 	"github.com/gilf-review/gilf/validation"
@@ -120,5 +122,43 @@ func TestGuardOutput(t *testing.T) {
 	}
 	if strings.Contains(out, secret.Value) || strings.Contains(out, "d2hzZWNf") || strings.Contains(d.Detail, secret.Value) {
 		t.Errorf("the value left: %q / %q", out, d.Detail)
+	}
+}
+
+type memStore struct{ puts map[string][]byte }
+
+func (m *memStore) Put(_ context.Context, obj evidence.Object) (validation.EvidenceRef, error) {
+	m.puts[obj.Key] = obj.Body
+	return validation.EvidenceRef{Kind: string(obj.Kind), Key: obj.Key}, nil
+}
+
+// Evidence is scanned before it is stored: a text body is stored
+// redacted, a binary one is not stored, and the decision names the secret
+// and the offset, never the value.
+func TestLeakGuardBeforeStoring(t *testing.T) {
+	secret := validation.Secret{Name: "GILF_WEBHOOK_SECRET", Value: "whsec_0123456789abcdef"}
+	store := &memStore{puts: map[string][]byte{}}
+	g := &leakGuard{Store: store, secrets: []validation.Secret{secret}}
+	if _, err := g.Put(t.Context(), evidence.Object{Key: "clean", ContentType: "text/plain", Body: []byte("fine")}); err != nil {
+		t.Fatal(err)
+	}
+	if d := g.decision(); !d.Passed {
+		t.Errorf("clean bodies: %+v", d)
+	}
+	if _, err := g.Put(t.Context(), evidence.Object{Key: "log", Kind: "test-output", ContentType: "text/plain; charset=utf-8", Body: []byte("leaked " + secret.Value)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.Put(t.Context(), evidence.Object{Key: "shot", Kind: "screenshot", ContentType: "image/png", Body: []byte("\x89PNG" + secret.Value)}); err == nil {
+		t.Error("a binary body holding a secret was stored")
+	}
+	if b := string(store.puts["log"]); strings.Contains(b, secret.Value) || !strings.Contains(b, "leaked ") {
+		t.Errorf("stored text %q", b)
+	}
+	if _, ok := store.puts["shot"]; ok {
+		t.Error("the binary body reached the store")
+	}
+	d := g.decision()
+	if d.Passed || d.Code != validation.CodeSecretLeak || !strings.Contains(d.Detail, "GILF_WEBHOOK_SECRET in test-output at offset 7") || strings.Contains(d.Detail, secret.Value) {
+		t.Errorf("decision %+v", d)
 	}
 }

@@ -344,7 +344,7 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		Secrets:     secrets,
 		WorkDir:     filepath.Join(cfg.DataDir, WorkDirName),
 		Drafts:      sc.ReviewDrafts,
-		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log},
+		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
 		Logger:      log,
 	}
 	if sc.Shadow.Executor != "" {

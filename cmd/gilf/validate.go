@@ -101,14 +101,14 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
 		return exitUsage
 	}
-	opts, err := validateStages(ctx, cfg, f.path, &rec, log)
+	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
+	opts, err := validateStages(ctx, cfg, f.path, &rec, secrets, log)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
 		return exitUsage
 	}
 	// The secret-leak control: what is printed is scanned for the
 	// worker's secrets first.
-	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
 	var out, what string
 	if f.json {
 		var b strings.Builder
@@ -216,7 +216,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 // would. Evidence keys name the checkout directory and a fresh run id in
 // place of a commit. A stage failure is printed in the review's notes;
 // only a store that cannot be opened is an error.
-func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, log *slog.Logger) (review.RenderOptions, error) {
+func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, secrets []validation.Secret, log *slog.Logger) (review.RenderOptions, error) {
 	var opts review.RenderOptions
 	store, closeStore, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
 	if err != nil {
@@ -236,7 +236,7 @@ func validateStages(ctx context.Context, cfg Config, path string, rec *validatio
 		return opts, fmt.Errorf("resolve %s: %w", path, err)
 	}
 	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(abs), ".tar.gz"), ".tgz")
-	stages := &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log}
+	stages := &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets}
 	res := review.Result{Record: *rec}
 	for _, e := range stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts) {
 		opts.Notes = append(opts.Notes, e)

@@ -330,7 +330,7 @@ func httpUpstream(t testing.TB, ip string, h http.Handler, connState func(net.Co
 	t.Helper()
 	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
 	if err != nil {
-		t.Skipf("cannot listen on %s: %v", ip, err)
+		t.Fatalf("cannot listen on %s: %v", ip, err)
 	}
 	s := httptest.NewUnstartedServer(h)
 	s.Listener.Close()
