@@ -45,6 +45,9 @@ import (
 // The check sees the flag, not the wait: code that clears O_NONBLOCK and
 // sets it again between two checks can leave a read or write that began
 // in between waiting in the kernel until data, the peer's end, or Close.
+// Once any watchdog of a proxy has fired, the proxy takes no further
+// handoff from that sandbox (Proxy.tampered): only hostile code clears
+// the flag, so the toggling game ends at its first lost round.
 //
 // Direct clients on the unix socket need none: the proxy's end of that
 // socket is its own open file, which no one in the sandbox holds.
