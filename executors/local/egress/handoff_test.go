@@ -542,16 +542,7 @@ func TestHandoffCloseEndsEverything(t *testing.T) {
 	for _, c := range []net.Conn{tunnel, silent, blocking, accepted} {
 		c.Close()
 	}
-	var now int
-	deadline := time.Now().Add(waitLimit)
-	for now = runtime.NumGoroutine(); now > baseline && time.Now().Before(deadline); now = runtime.NumGoroutine() {
-		runtime.Gosched()
-		time.Sleep(5 * time.Millisecond)
-	}
-	if now > baseline {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines, %d before:\n%s", now, baseline, buf[:runtime.Stack(buf, true)])
-	}
+	waitGoroutines(t, baseline)
 }
 
 // openFDs lists this process's open descriptors and what they are.

@@ -145,16 +145,7 @@ func TestProxyCloseEndsEverything(t *testing.T) {
 	for _, c := range []net.Conn{tunnel, silent, partial} {
 		c.Close()
 	}
-	var now int
-	deadline := time.Now().Add(waitLimit)
-	for now = runtime.NumGoroutine(); now > baseline && time.Now().Before(deadline); now = runtime.NumGoroutine() {
-		runtime.Gosched()
-		time.Sleep(5 * time.Millisecond)
-	}
-	if now > baseline {
-		buf := make([]byte, 1<<20)
-		t.Errorf("%d goroutines, %d before:\n%s", now, baseline, buf[:runtime.Stack(buf, true)])
-	}
+	waitGoroutines(t, baseline)
 }
 
 // echoTunnel opens a CONNECT tunnel on c to the echo server at target,

@@ -114,20 +114,6 @@ func expectHungUp(t testing.TB, r io.Reader, c net.Conn) []byte {
 	return b
 }
 
-// waitGoroutines waits, at most waitLimit, until no more goroutines run
-// than baseline.
-func waitGoroutines(t testing.TB, baseline int) {
-	t.Helper()
-	deadline := time.Now().Add(waitLimit)
-	for runtime.NumGoroutine() > baseline {
-		if time.Now().After(deadline) {
-			buf := make([]byte, 1<<20)
-			t.Fatalf("%d goroutines, %d before:\n%s", runtime.NumGoroutine(), baseline, buf[:runtime.Stack(buf, true)])
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // send writes s to c or fails the test.
 func send(t testing.TB, c net.Conn, s string) {
 	t.Helper()
