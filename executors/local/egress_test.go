@@ -365,3 +365,60 @@ func TestBridgeFailureIsInfrastructure(t *testing.T) {
 		t.Errorf("a broken bridge is not a refusal: %v", err)
 	}
 }
+
+// The install step's proxy serves InstallMaxConns connections at once; one
+// more is refused (503) and recorded as the connection limit.
+func TestInstallConnectionLimit(t *testing.T) {
+	echo, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer echo.Close()
+	go func() {
+		for {
+			c, err := echo.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(c, c); c.Close() }() // held open until the client ends
+		}
+	}()
+	pe := port(echo.Addr())
+	rules, err := egress.ParseAllowList(fmt.Sprintf("127.0.0.1:%d", pe))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newExec(t, Options{Egress: EgressOptions{AllowHosts: rules}})
+	script := fmt.Sprintf(`
+const net = require("net");
+const n = %d, target = "127.0.0.1:%d", socks = [];
+function open() {
+  return new Promise(res => {
+    const s = net.connect(3128, "127.0.0.1");
+    let buf = "";
+    s.on("connect", () => s.write("CONNECT " + target + " HTTP/1.1\r\nHost: " + target + "\r\n\r\n"));
+    s.on("data", d => { buf += d; if (buf.includes("\r\n\r\n")) { socks.push(s); res(buf.slice(9, 12)); } });
+    s.on("error", e => res("ERR " + e.code));
+    s.on("end", () => res(buf.slice(9, 12) || "EOF"));
+  });
+}
+(async () => {
+  const codes = [];
+  for (let i = 0; i < n; i++) codes.push(await open());
+  console.log("first " + codes.filter(c => c === "200").length);
+  console.log("over " + await open());
+  socks.forEach(s => s.destroy());
+})();`, InstallMaxConns, pe)
+	res := runPlan(t, e, repo(t, nil), validation.Step{Name: validation.StepInstall, Argv: []string{"node", "-e", script}, Network: validation.NetworkRegistry, Timeout: time.Minute})
+	out := res.Steps[0].Output.Head
+	if !strings.Contains(out, fmt.Sprintf("first %d\n", InstallMaxConns)) || !strings.Contains(out, "over 503") {
+		t.Errorf("output:\n%s", out)
+	}
+	limited := false
+	for _, d := range res.Steps[0].Egress.Denied {
+		limited = limited || d.Reason == string(egress.ReasonLimit)
+	}
+	if !limited {
+		t.Errorf("denials %+v lack the connection limit", res.Steps[0].Egress.Denied)
+	}
+}

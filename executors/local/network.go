@@ -33,6 +33,13 @@ const (
 // configured: the install step's allow-list when EgressOptions gives none.
 const DefaultRegistry = "https://registry.npmjs.org/"
 
+// InstallMaxConns bounds the connections one install step's proxy serves
+// at once: above what package managers open by default (npm 15 sockets,
+// pnpm 16, yarn 8, bun 48), and low enough that a step that hands over
+// sockets and plays with their blocking mode pins few worker threads (see
+// egress's watchdog).
+const InstallMaxConns = 64
+
 // EgressOptions configure the install step's only way out: gilf's forward
 // proxy on the host, reached from the sandbox's own network namespace
 // through a unix socket and the bridge. Script steps never get it.
@@ -102,10 +109,11 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	}
 	rules := s.opts.Egress.AllowHosts
 	p, err := egress.New(egress.Config{
-		Rules:   rules,
-		Resolve: s.opts.Egress.Resolve,
-		Dial:    s.opts.Egress.Dial,
-		Log:     log,
+		Rules:    rules,
+		Resolve:  s.opts.Egress.Resolve,
+		Dial:     s.opts.Egress.Dial,
+		MaxConns: InstallMaxConns,
+		Log:      log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
