@@ -212,27 +212,14 @@ function get(name, url) {
 
 func TestInstallEgressIsTheProxyAlone(t *testing.T) {
 	h := listenHost(t)
-	// The one destination the proxy allows: an echo server.
-	echo, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				buf := make([]byte, 4)
-				if _, err := io.ReadFull(c, buf); err == nil {
-					c.Write(append([]byte("pong:"), buf...))
-				}
-			}()
+	// The one destination the proxy allows: a server answering "pong:"
+	// and the 4 bytes it got.
+	echo := serveLoopback(t, func(c net.Conn) {
+		buf := make([]byte, 4)
+		if _, err := io.ReadFull(c, buf); err == nil {
+			c.Write(append([]byte("pong:"), buf...))
 		}
-	}()
+	})
 	p4, p6, pu, pe := port(h.tcp4.Addr()), port(h.tcp6.Addr()), port(h.udp.LocalAddr()), port(echo.Addr())
 	rules, err := egress.ParseAllowList(fmt.Sprintf("127.0.0.1:%d,localhost:%d,private.test,metadata.test:80", pe, p4))
 	if err != nil {
@@ -369,20 +356,8 @@ func TestBridgeFailureIsInfrastructure(t *testing.T) {
 // The install step's proxy serves InstallMaxConns connections at once; one
 // more is refused (503) and recorded as the connection limit.
 func TestInstallConnectionLimit(t *testing.T) {
-	echo, err := net.Listen("tcp4", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer echo.Close()
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }() // held open until the client ends
-		}
-	}()
+	// An echo server: each connection stays open until its client ends.
+	echo := serveLoopback(t, func(c net.Conn) { io.Copy(c, c) })
 	pe := port(echo.Addr())
 	rules, err := egress.ParseAllowList(fmt.Sprintf("127.0.0.1:%d", pe))
 	if err != nil {
@@ -421,4 +396,28 @@ function open() {
 	if !limited {
 		t.Errorf("denials %+v lack the connection limit", res.Steps[0].Egress.Denied)
 	}
+}
+
+// serveLoopback serves handle on a loopback listener until the test ends,
+// one goroutine per connection, each connection closed after handle.
+func serveLoopback(t *testing.T, handle func(net.Conn)) net.Listener {
+	t.Helper()
+	l, err := net.Listen("tcp4", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				handle(c)
+			}()
+		}
+	}()
+	return l
 }
