@@ -45,7 +45,9 @@ type manifest struct {
 	// packageManager is the "packageManager" value when it is a string.
 	packageManager    string
 	hasPackageManager bool
-	notes             noteList
+	// enginesNode is the "engines"."node" value when it is a string.
+	enginesNode string
+	notes       noteList
 }
 
 // noteList collects notes up to MaxManifestNotes and counts the rest.
@@ -166,9 +168,10 @@ func parseManifest(data []byte, maxDepth int) (manifest, *Gap) {
 	return m, nil
 }
 
-// observe records a value that starts at the current place: the "scripts"
-// and "packageManager" members of the top object and the members of
-// "scripts". A later duplicate replaces an earlier one entirely.
+// observe records a value that starts at the current place: the "scripts",
+// "packageManager" and "engines" members of the top object, the members of
+// "scripts" and "engines"."node". A later duplicate replaces an earlier
+// one entirely.
 func (m *manifest) observe(stack []manifestFrame, tok json.Token) {
 	switch {
 	case len(stack) == 1 && stack[0].key == "scripts":
@@ -182,6 +185,14 @@ func (m *manifest) observe(stack []manifestFrame, tok json.Token) {
 		m.packageManager, m.hasPackageManager = s, ok
 		if !ok {
 			m.notes.add("packageManager is %s, not a string: it is ignored", article(jsonKind(tok)))
+		}
+	case len(stack) == 1 && stack[0].key == "engines":
+		m.enginesNode = ""
+	case len(stack) == 2 && stack[0].key == "engines" && stack[1].object && stack[1].key == "node":
+		s, ok := tok.(string)
+		m.enginesNode = s
+		if !ok {
+			m.notes.add("engines.node is %s, not a string: it is ignored", article(jsonKind(tok)))
 		}
 	case len(stack) == 2 && stack[0].key == "scripts" && stack[1].object:
 		name := stack[1].key

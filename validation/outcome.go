@@ -2,6 +2,7 @@ package validation
 
 import (
 	"fmt"
+	"strings"
 	"time"
 )
 
@@ -86,6 +87,11 @@ func stepEnding(s StepResult) string {
 		}
 	case StatusKilled:
 		out = "was killed"
+		if why, ok := strings.CutPrefix(s.Reason, "killed by "); ok {
+			// The reason names the killer (the memory limit, a
+			// signal): said once, not twice.
+			return out + " by " + why
+		}
 		if s.Signal != "" {
 			out += " by " + s.Signal
 		}

@@ -155,3 +155,21 @@ func TestShortDuration(t *testing.T) {
 		})
 	}
 }
+
+// A reason that names the killer is said once: "was killed by the memory
+// limit of …", never "was killed by SIGKILL (killed by SIGKILL)".
+func TestStepEndingSaysTheKillerOnce(t *testing.T) {
+	for _, tt := range []struct {
+		s    StepResult
+		want string
+	}{
+		{StepResult{Status: StatusKilled, Signal: "SIGKILL", Reason: "killed by SIGKILL"}, "was killed by SIGKILL"},
+		{StepResult{Status: StatusKilled, Signal: "SIGKILL", Reason: "killed by the memory limit of 1024 bytes"}, "was killed by the memory limit of 1024 bytes"},
+		{StepResult{Status: StatusKilled, Signal: "SIGKILL"}, "was killed by SIGKILL"},
+		{StepResult{Status: StatusKilled, Signal: "SIGKILL", Reason: "the run was cancelled"}, "was killed by SIGKILL (the run was cancelled)"},
+	} {
+		if got := stepEnding(tt.s); got != tt.want {
+			t.Errorf("stepEnding(%+v) = %q, want %q", tt.s, got, tt.want)
+		}
+	}
+}

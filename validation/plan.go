@@ -59,22 +59,35 @@ func (o PlanOptions) withDefaults() PlanOptions {
 
 // PlanFromManifest builds the plan from the bytes of a root package.json and
 // the names of the files beside it (lockfiles, .yarnrc.yml; other names are
-// ignored). It is pure: BuildPlan reads the checkout and calls it.
+// ignored), with no facts read from those files: PlanFromCheckout with a
+// zero CheckoutFacts.
+func PlanFromManifest(data []byte, lockfiles []string, opts PlanOptions) Plan {
+	return PlanFromCheckout(data, lockfiles, CheckoutFacts{}, opts)
+}
+
+// PlanFromCheckout builds the plan from the bytes of a root package.json,
+// the names of the files beside it, and the facts read from the small
+// files among them. It is pure: BuildPlan reads the checkout and calls it.
 //
 // The plan either has a Gap (and no steps) or at least one step. Steps are
 // install (only when some selected script is not inconclusive) followed by
 // the non-empty test, typecheck, lint and build scripts, in that order.
-func PlanFromManifest(data []byte, lockfiles []string, opts PlanOptions) Plan {
+// Every plan, a gap too, carries the ToolRequest (Plan.Tool) and the node
+// requirement (Plan.Node: .nvmrc, else .node-version, else engines.node).
+func PlanFromCheckout(data []byte, lockfiles []string, facts CheckoutFacts, opts PlanOptions) Plan {
 	opts = opts.withDefaults()
 	if int64(len(data)) > opts.MaxManifestBytes {
-		return gapPlan(DetectPackageManager("", lockfiles), GapManifestTooLarge,
+		return gapPlan(detected("", lockfiles, facts), GapManifestTooLarge,
 			fmt.Sprintf("package.json is %d bytes, over the %d-byte limit", len(data), opts.MaxManifestBytes))
 	}
 	m, gap := parseManifest(data, opts.MaxManifestDepth)
 	if gap != nil {
-		return gapPlan(DetectPackageManager("", lockfiles), gap.Reason, gap.Msg)
+		return gapPlan(detected("", lockfiles, facts), gap.Reason, gap.Msg)
 	}
-	det := DetectPackageManager(m.packageManager, lockfiles)
+	det := detected(m.packageManager, lockfiles, facts)
+	if det.node == nil {
+		det.node = newNodeRequirement(m.enginesNode, SourceEnginesNode)
+	}
 	notes := append(m.notes.list(), det.Notes...)
 
 	if m.scriptsKind != "" && m.scriptsKind != "object" {
@@ -122,8 +135,9 @@ func PlanFromManifest(data []byte, lockfiles []string, opts PlanOptions) Plan {
 			Timeout: opts.InstallTimeout,
 		}
 		if opts.InstallIgnoreScripts {
-			install.Argv = append(install.Argv, IgnoreScriptsArgs(det.Manager)...)
-			notes = append(notes, "lifecycle scripts are skipped during the install step ("+strings.Join(IgnoreScriptsArgs(det.Manager), " ")+")")
+			skip := toolIgnoreScriptsArgs(det.tool)
+			install.Argv = append(install.Argv, skip...)
+			notes = append(notes, "lifecycle scripts are skipped during the install step ("+strings.Join(skip, " ")+")")
 		} else {
 			notes = append(notes, installHookNotes(det.Manager, m.scripts, opts.InstallNetwork)...)
 		}
@@ -139,16 +153,38 @@ func PlanFromManifest(data []byte, lockfiles []string, opts PlanOptions) Plan {
 		PackageManager:       det.Manager,
 		PackageManagerSource: det.Source,
 		Lockfile:             det.Lockfile,
+		Tool:                 det.tool,
+		Node:                 det.node,
 		Steps:                steps,
 		Notes:                notes,
 	}
 }
 
-func gapPlan(det Detection, reason GapReason, msg string) Plan {
+// detection is a Detection with what a plan carries beside it.
+type detection struct {
+	Detection
+	tool ToolRequest
+	node *NodeRequirement
+}
+
+// detected runs detect and takes the node requirement of the version
+// files; engines.node is added by the caller once the manifest is read.
+func detected(field string, files []string, facts CheckoutFacts) detection {
+	d, t := detect(field, files, facts)
+	var node *NodeRequirement
+	if facts.NodeVersionFile != nil {
+		node = newNodeRequirement(facts.NodeVersionFile.Range, facts.NodeVersionFile.Source)
+	}
+	return detection{Detection: d, tool: t, node: node}
+}
+
+func gapPlan(det detection, reason GapReason, msg string) Plan {
 	return Plan{
 		PackageManager:       det.Manager,
 		PackageManagerSource: det.Source,
 		Lockfile:             det.Lockfile,
+		Tool:                 det.tool,
+		Node:                 det.node,
 		Gap:                  &Gap{Reason: reason, Msg: publicMessage(msg)},
 		Notes:                det.Notes,
 	}
@@ -204,26 +240,31 @@ func installHookNotes(pm PackageManager, scripts map[string]string, network Netw
 }
 
 // BuildPlan builds the plan for the checkout in dir (the single top
-// directory of the head tarball). It reads only dir/package.json, through
-// os.Root, never following a symlink and never opening anything but a
-// regular file, and checks which lockfiles sit beside it. Every problem is
-// a Gap in the plan; messages never name paths of the worker.
+// directory of the head tarball). It reads dir/package.json and the facts
+// of CheckoutFacts (the first MaxLockfileHeadBytes of pnpm-lock.yaml and
+// yarn.lock, .yarnrc.yml up to MaxYarnrcBytes, .nvmrc and .node-version
+// up to MaxNodeVersionFileBytes), all through os.Root, never following a
+// symlink and never opening anything but a regular file, and checks which
+// lockfiles sit beside them. Every problem is a Gap or a note in the plan;
+// messages never name paths of the worker.
 func BuildPlan(dir string, opts PlanOptions) Plan {
 	opts = opts.withDefaults()
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return gapPlan(DetectPackageManager("", nil), GapManifestUnreadable,
+		return gapPlan(detected("", nil, CheckoutFacts{}), GapManifestUnreadable,
 			"the checkout could not be opened: "+errnoText(err))
 	}
 	defer root.Close() // read-only: a close error loses nothing
 
 	files, fileNotes := presentFiles(root)
+	facts, factNotes := readCheckoutFacts(root, files)
+	fileNotes = append(fileNotes, factNotes...)
 	data, gap := readManifest(root, opts.MaxManifestBytes)
 	var p Plan
 	if gap != nil {
-		p = gapPlan(DetectPackageManager("", files), gap.Reason, gap.Msg)
+		p = gapPlan(detected("", files, facts), gap.Reason, gap.Msg)
 	} else {
-		p = PlanFromManifest(data, files, opts)
+		p = PlanFromCheckout(data, files, facts, opts)
 	}
 	if len(fileNotes) > 0 {
 		p.Notes = append(fileNotes, p.Notes...)

@@ -27,6 +27,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"package-lock.json"},
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
+				Tool: ToolRequest{Manager: NPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "vitest run", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -42,6 +43,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			opts: PlanOptions{StepTimeout: time.Minute, InstallTimeout: 2 * time.Minute},
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: SourceDefault,
+				Tool: ToolRequest{Manager: NPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"npm", "install", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: 2 * time.Minute},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "node --test", Network: NetworkNone, Timeout: time.Minute},
@@ -55,6 +57,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"yarn.lock", ".yarnrc.yml"},
 			want: Plan{
 				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField, Lockfile: "yarn.lock",
+				Tool: ToolRequest{Manager: YarnBerry, Version: "4.4.1", Source: SourcePackageManagerField},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"yarn", "install", "--immutable"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "lint", Argv: []string{"yarn", "run", "lint"}, Script: "eslint .", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -67,6 +70,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"package-lock.json"},
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
+				Tool: ToolRequest{Manager: NPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: `echo "Error: no test specified" && exit 1`, Network: NetworkNone, Timeout: DefaultStepTimeout, Inconclusive: reasonNPMDefaultTest},
 					{Name: "build", Argv: []string{"npm", "run", "build"}, Script: "true", Network: NetworkNone, Timeout: DefaultStepTimeout, Inconclusive: "the script can only succeed: it runs nothing but true"},
@@ -79,11 +83,15 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"pnpm-lock.yaml"},
 			want: Plan{
 				PackageManager: PNPM, PackageManagerSource: "pnpm-lock.yaml", Lockfile: "pnpm-lock.yaml",
+				// PlanFromManifest reads no file, so pnpm-lock.yaml's
+				// lockfileVersion is unknown: the newest pnpm, with a note.
+				Tool: ToolRequest{Manager: PNPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"pnpm", "install", "--frozen-lockfile"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"pnpm", "run", "test"}, Script: "exit 0", Network: NetworkNone, Timeout: DefaultStepTimeout, Inconclusive: "the script can only succeed: it runs nothing but exit 0"},
 					{Name: "lint", Argv: []string{"pnpm", "run", "lint"}, Script: "eslint .", Network: NetworkNone, Timeout: DefaultStepTimeout},
 				},
+				Notes: []string{"pnpm-lock.yaml has no lockfileVersion gilf read: the newest pnpm is used"},
 			},
 		},
 		{
@@ -92,6 +100,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"package-lock.json"},
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
+				Tool: ToolRequest{Manager: NPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "tap", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -112,6 +121,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			opts:  PlanOptions{InstallNetwork: NetworkNone, InstallIgnoreScripts: true},
 			want: Plan{
 				PackageManager: NPM, PackageManagerSource: "package-lock.json", Lockfile: "package-lock.json",
+				Tool: ToolRequest{Manager: NPM, Source: SourceDefault},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"npm", "ci", "--no-audit", "--no-fund", "--ignore-scripts"}, Network: NetworkNone, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"npm", "run", "test"}, Script: "tap", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -128,6 +138,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			opts: PlanOptions{InstallIgnoreScripts: true},
 			want: Plan{
 				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField,
+				Tool: ToolRequest{Manager: YarnBerry, Version: "4.1.0", Source: SourcePackageManagerField},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"yarn", "install", "--mode=skip-build"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"yarn", "run", "test"}, Script: "vitest", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -143,6 +154,7 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			data: `{"packageManager":"yarn@4.1.0","scripts":{"pretest":"x","test":"vitest"}}`,
 			want: Plan{
 				PackageManager: YarnBerry, PackageManagerSource: SourcePackageManagerField,
+				Tool: ToolRequest{Manager: YarnBerry, Version: "4.1.0", Source: SourcePackageManagerField},
 				Steps: []Step{
 					{Name: "install", Argv: []string{"yarn", "install"}, Network: NetworkRegistry, Timeout: DefaultInstallTimeout},
 					{Name: "test", Argv: []string{"yarn", "run", "test"}, Script: "vitest", Network: NetworkNone, Timeout: DefaultStepTimeout},
@@ -159,7 +171,8 @@ func TestPlanFromManifestSteps(t *testing.T) {
 			files: []string{"bun.lock"},
 			want: Plan{
 				PackageManager: Bun, PackageManagerSource: "bun.lock", Lockfile: "bun.lock",
-				Gap: &Gap{Reason: GapNoScripts, Msg: "package.json has no non-empty test, typecheck, lint or build script"},
+				Tool: ToolRequest{Manager: Bun, Version: "1", Source: "bun.lock"},
+				Gap:  &Gap{Reason: GapNoScripts, Msg: "package.json has no non-empty test, typecheck, lint or build script"},
 			},
 		},
 	}

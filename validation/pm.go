@@ -17,12 +17,16 @@ const (
 	YarnBerryConfigFile = ".yarnrc.yml"
 )
 
-// Values of Plan.PackageManagerSource besides a lockfile name.
+// Values of Plan.PackageManagerSource besides a lockfile name (also used
+// by ToolRequest.Source).
 const (
 	SourcePackageManagerField = "packageManager field"
 	SourceDefault             = "default"
 	// SourceYarnBerryLockfile: yarn.lock beside .yarnrc.yml means Yarn 2+.
 	SourceYarnBerryLockfile = LockfileYarn + " + " + YarnBerryConfigFile
+	// SourceYarnPath: a Yarn release committed in the checkout and named
+	// by yarnPath in .yarnrc.yml.
+	SourceYarnPath = "yarnPath in " + YarnBerryConfigFile
 )
 
 // LockfileNames are the lockfiles gilf looks for, in detection precedence.
@@ -64,7 +68,7 @@ func lockfileManager(name string) PackageManager {
 type Detection struct {
 	Manager PackageManager
 	// Source is SourcePackageManagerField, the deciding lockfile's name,
-	// SourceYarnBerryLockfile, or SourceDefault.
+	// SourceYarnBerryLockfile, SourceYarnPath, or SourceDefault.
 	Source string
 	// Lockfile is the chosen manager's lockfile when one is present; the
 	// install is then frozen.
@@ -77,18 +81,42 @@ type Detection struct {
 // not a string), then lockfiles in the order of LockfileNames, else npm.
 // files are the names present at the checkout root; names other than the
 // lockfiles and .yarnrc.yml are ignored. yarn.lock means Yarn classic
-// unless .yarnrc.yml is present (Yarn 2+).
+// unless .yarnrc.yml is present (Yarn 2+). It reads no file: the facts
+// PlanFromCheckout has (a berry yarn.lock, a yarnPath) can refine Yarn
+// further; see detect.
 func DetectPackageManager(packageManagerField string, files []string) Detection {
+	d, _ := detect(packageManagerField, files, CheckoutFacts{})
+	return d
+}
+
+// detect chooses the package manager and the version the checkout pins
+// (its ToolRequest). For Yarn the precedence is:
+//
+//  1. the packageManager field: yarn@1.x is classic, yarn@2+ is berry; a
+//     field without a version is berry when yarn.lock is a berry lockfile
+//     or .yarnrc.yml is present, else classic;
+//  2. else yarn.lock: a berry lockfile (a top-level __metadata block)
+//     means berry even without .yarnrc.yml; any other yarn.lock (a v1
+//     lockfile, or one not read) is classic unless .yarnrc.yml is
+//     present, then berry;
+//  3. then yarnPath in .yarnrc.yml, when valid, overrides either: the
+//     committed release runs (Yarn classic 1.22 and Yarn 2+ both hand
+//     over to it), so it is berry unless its file name says 1.x.
+func detect(field string, files []string, facts CheckoutFacts) (Detection, ToolRequest) {
 	has := func(name string) bool { return slices.Contains(files, name) }
 	var d Detection
+	var t ToolRequest
 
-	if packageManagerField != "" {
-		pm, ok, note := parsePackageManagerField(packageManagerField, has(YarnBerryConfigFile))
+	if field != "" {
+		pm, ok, note := parsePackageManagerField(field, has(YarnBerryConfigFile), facts.YarnLock == YarnLockBerry)
 		if note != "" {
 			d.Notes = append(d.Notes, note)
 		}
 		if ok {
 			d.Manager, d.Source = pm, SourcePackageManagerField
+			var notes []string
+			t, notes = fieldTool(pm, field)
+			d.Notes = append(d.Notes, notes...)
 		}
 	}
 	if d.Manager == "" {
@@ -99,8 +127,28 @@ func DetectPackageManager(packageManagerField string, files []string) Detection 
 			}
 		}
 	}
-	if d.Manager == Yarn && d.Source == LockfileYarn && has(YarnBerryConfigFile) {
-		d.Manager, d.Source = YarnBerry, SourceYarnBerryLockfile
+	if d.Manager == Yarn && d.Source == LockfileYarn {
+		switch {
+		case has(YarnBerryConfigFile):
+			d.Manager, d.Source = YarnBerry, SourceYarnBerryLockfile
+		case facts.YarnLock == YarnLockBerry:
+			d.Manager = YarnBerry
+		}
+	}
+	if (d.Manager == Yarn || d.Manager == YarnBerry) && facts.YarnPath != "" {
+		release, note := cleanYarnPath(facts.YarnPath)
+		if note != "" {
+			d.Notes = append(d.Notes, note)
+		} else {
+			version, pm := yarnReleaseVersion(release)
+			t.Release = release
+			if pm != d.Manager {
+				d.Manager, d.Source = pm, SourceYarnPath
+			}
+			if version != "" && !exactVersion(t.Version) {
+				t.Version, t.Source = version, SourceYarnPath
+			}
+		}
 	}
 	if d.Manager == "" {
 		d.Manager, d.Source = NPM, SourceDefault
@@ -118,14 +166,25 @@ func DetectPackageManager(packageManagerField string, files []string) Detection 
 			d.Notes = append(d.Notes, fmt.Sprintf("%s is present but the package manager is %s: it is not used", name, d.Manager))
 		}
 	}
-	return d
+
+	t.Manager = d.Manager
+	if t.Version == "" {
+		var note string
+		t.Version, t.Source, note = lockfileToolVersion(d, files, facts)
+		if note != "" {
+			d.Notes = append(d.Notes, note)
+		}
+	}
+	return d, t
 }
 
 // parsePackageManagerField reads a corepack "packageManager" value such as
 // "pnpm@10.33.4+sha512.…" or "yarn@4.14.1+sha224.…". A leading "^" is
 // tolerated (as package-manager-detector does). ok is false for a name gilf
 // does not run; the note then says detection falls back to lockfiles.
-func parsePackageManagerField(field string, yarnrcYML bool) (pm PackageManager, ok bool, note string) {
+// yarnrcYML and berryLock decide Yarn's flavour when the field has no
+// version.
+func parsePackageManagerField(field string, yarnrcYML, berryLock bool) (pm PackageManager, ok bool, note string) {
 	name, version, _ := strings.Cut(strings.TrimPrefix(field, "^"), "@")
 	version, _, _ = strings.Cut(version, "+") // drop a corepack hash
 	switch name {
@@ -142,6 +201,8 @@ func parsePackageManagerField(field string, yarnrcYML bool) (pm PackageManager, 
 			return Yarn, true, ""
 		case ok:
 			return YarnBerry, true, ""
+		case berryLock:
+			return YarnBerry, true, fmt.Sprintf("packageManager %s has no version number; yarn.lock is a Yarn 2+ lockfile, so Yarn 2+ is used", quoteKey(field))
 		case yarnrcYML:
 			return YarnBerry, true, fmt.Sprintf("packageManager %s has no version number; .yarnrc.yml is present, so Yarn 2+ is used", quoteKey(field))
 		default:
@@ -209,6 +270,16 @@ func IgnoreScriptsArgs(pm PackageManager) []string {
 		return []string{"--mode=skip-build"}
 	}
 	return []string{"--ignore-scripts"}
+}
+
+// toolIgnoreScriptsArgs is IgnoreScriptsArgs for the requested version:
+// Yarn 2 has no --mode option (it came with Yarn 3); its flag is
+// --skip-builds.
+func toolIgnoreScriptsArgs(t ToolRequest) []string {
+	if t.Manager == YarnBerry && (t.Version == "2" || strings.HasPrefix(t.Version, "2.")) {
+		return []string{"--skip-builds"}
+	}
+	return IgnoreScriptsArgs(t.Manager)
 }
 
 // RunArgv is the command that runs one package.json script with pm. name

@@ -21,7 +21,8 @@ type RecordInput struct {
 
 // NewRecord fills the validation record of an executed run: outcome and
 // reason from Conclude, findings from Findings, redactions summed over the
-// steps, the plan's notes followed by the caller's. Refusals and skips are
+// steps, the plan's notes, then NodeNote's when the platform's node does
+// not satisfy the plan's node requirement, then the caller's. Refusals and skips are
 // recorded by their callers; they never reach an executor.
 func NewRecord(in RecordInput) Record {
 	outcome, reason := Conclude(in.Plan, in.Steps, in.Integrity)
@@ -37,7 +38,7 @@ func NewRecord(in RecordInput) Record {
 		Findings:        Findings(in.Steps),
 		Integrity:       in.Integrity,
 		SecretsWithheld: slices.Clone(in.SecretsWithheld),
-		Notes:           append(slices.Clone(in.Plan.Notes), in.Notes...),
+		Notes:           recordNotes(in),
 		Started:         in.Started,
 		Finished:        in.Finished,
 	}
@@ -51,4 +52,13 @@ func NewRecord(in RecordInput) Record {
 		}
 	}
 	return rec
+}
+
+// recordNotes are the plan's notes, the node note, and the caller's.
+func recordNotes(in RecordInput) []string {
+	notes := slices.Clone(in.Plan.Notes)
+	if n := NodeNote(in.Plan.Node, in.Platform.Node); n != "" {
+		notes = append(notes, n)
+	}
+	return append(notes, in.Notes...)
 }

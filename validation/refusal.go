@@ -38,6 +38,12 @@ const (
 	// of a worker secret; it was redacted before it left (the scan
 	// reports names and offsets, never values).
 	CodeSecretLeak Code = "secret_leak"
+	// CodePackageManagerUnavailable: the package manager at the version
+	// the checkout pins cannot be had (no such version on the registry,
+	// its bytes do not match the pinned hash, no build for this
+	// platform): gilf cannot run the plan, which is never the pull
+	// request's failure.
+	CodePackageManagerUnavailable Code = "package_manager_unavailable"
 )
 
 // Controls of SPEC §7, as ControlDecision names them.

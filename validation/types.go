@@ -91,6 +91,12 @@ type Plan struct {
 	// "packageManager field", a lockfile name, or "default".
 	PackageManagerSource string `json:"packageManagerSource"`
 	Lockfile             string `json:"lockfile,omitempty"`
+	// Tool is the package manager version the checkout pins, which the
+	// executor provides.
+	Tool ToolRequest `json:"tool"`
+	// Node is the node version the checkout asks for, nil when it names
+	// none.
+	Node *NodeRequirement `json:"node,omitempty"`
 	// Steps in run order: install first (when any script is runnable),
 	// then the selected scripts. Inconclusive scripts stay in the list
 	// with Inconclusive set so the record shows them in place.

@@ -76,6 +76,10 @@ type ValidationConfig struct {
 	// ("first-last"): the uids (and the gids of the same numbers) the
 	// local executor gives its runs, one each. Zero: its defaults.
 	LocalUIDFirst, LocalUIDCount uint32
+	// Sandbox is GILF_SANDBOX_* and GILF_TOOLCHAIN_*: the sandbox's CA
+	// bundle and extra environment, and the package managers gilf
+	// provides.
+	Sandbox SandboxConfig
 }
 
 // Selection is the executor selection of the environment; the pipeline
@@ -101,6 +105,7 @@ func Load(getenv func(string) string) (Config, error) {
 	}
 	c.Log, errs = loadLog(getenv, errs)
 	c.Validation, errs = loadValidation(getenv, errs)
+	c.Validation.Sandbox, errs = loadSandbox(getenv, c.DataDir, errs)
 	c.Evidence, errs = loadEvidence(getenv, errs)
 	c.Costs, errs = loadCosts(getenv, errs)
 	return c, errors.Join(errs...)

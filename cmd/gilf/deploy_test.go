@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -39,5 +40,34 @@ func TestCloudflareForwardsEverySetting(t *testing.T) {
 	}
 	if seen < 20 {
 		t.Fatalf("found only %d settings in cmd/gilf: the scan is broken", seen)
+	}
+}
+
+// TestImageCarriesTheLocalExecutor keeps deploy/Dockerfile's final stage
+// able to run the local executor as this package wires it: a supported
+// node (20 or later), and the host programs the executor calls.
+func TestImageCarriesTheLocalExecutor(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "deploy", "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := string(b)
+	froms := regexp.MustCompile(`(?m)^FROM\s+(\S+)`).FindAllStringSubmatch(src, -1)
+	if len(froms) == 0 {
+		t.Fatal("no FROM in deploy/Dockerfile")
+	}
+	final := froms[len(froms)-1][1]
+	m := regexp.MustCompile(`^node:(\d+)-`).FindStringSubmatch(final)
+	if m == nil {
+		t.Fatalf("the final stage is %s, not an official node image", final)
+	}
+	if major, _ := strconv.Atoi(m[1]); major < 20 || major%2 != 0 {
+		t.Errorf("the final stage has node %s: want an LTS line, 20 or later", m[1])
+	}
+	stage := src[strings.LastIndex(src, "FROM "):]
+	for _, pkg := range []string{"bubblewrap", "e2fsprogs", "git", "iproute2", "ca-certificates"} {
+		if !regexp.MustCompile(`apt-get install[^\n]*(\\\n[^\n]*)*\b` + regexp.QuoteMeta(pkg) + `\b`).MatchString(stage) {
+			t.Errorf("the final stage does not install %s", pkg)
+		}
 	}
 }

@@ -251,13 +251,20 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		logRegistries(log, rules, reg)
 	}
 	if cfg.Validation.AllowLocal {
+		tools, err := buildToolchain(cfg.Validation.Sandbox, reg, log)
+		if err != nil {
+			errs = append(errs, err)
+		}
 		e, err := local.New(log, local.Options{
+			Tools:   tools,
 			MinTier: cfg.Validation.LocalMinTier,
 			Egress:  local.EgressOptions{AllowHosts: rules, Registries: reg.Npm},
 			Disk:    cfg.Validation.LocalDisk,
 			// The range's gids are the same numbers.
 			SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
 			UIDCount: cfg.Validation.LocalUIDCount,
+			CAFile:   cfg.Validation.Sandbox.CAFile,
+			Env:      cfg.Validation.Sandbox.sandboxEnv(),
 		})
 		if err != nil {
 			errs = append(errs, fmt.Errorf("local executor: %w", err))

@@ -38,6 +38,7 @@ func testMain(m *testing.M) int {
 		fmt.Fprintln(os.Stderr, "go build gilf:", err)
 		return 2
 	}
+	defer stopWorld()
 	return m.Run()
 }
 

@@ -41,6 +41,16 @@ type Paths struct {
 	// Egress, for a step whose network is the registry, is where its
 	// proxy and bridge are; nil otherwise.
 	Egress *EgressPaths
+	// Tool is the host directory of the plan's package manager, bound
+	// read-only at SandboxToolDir with its bin first on PATH; empty
+	// binds none.
+	Tool string
+	// CA says Etc holds the CA bundle of Options.CAFile, bound at
+	// SandboxCAFile.
+	CA bool
+	// Env are variables of this run added to the step environment (the
+	// package manager's own settings).
+	Env map[string]string
 }
 
 // EgressPaths are the host-side facts of an install step's proxy.
@@ -90,6 +100,10 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	if paths.Egress != nil {
 		maps.Copy(env, proxyEnv())
 	}
+	if paths.Tool != "" {
+		env["PATH"] = SandboxToolDir + "/bin:" + env["PATH"]
+	}
+	maps.Copy(env, paths.Env)
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		a = append(a, "--setenv", k, env[k])
 	}
@@ -99,6 +113,9 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	if paths.Etc != "" {
 		for _, name := range slices.Sorted(maps.Keys(GeneratedEtc(opts.SandboxUID, opts.SandboxGID))) {
 			a = append(a, "--ro-bind", paths.Etc+"/"+name, "/etc/"+name)
+		}
+		if paths.CA {
+			a = append(a, "--ro-bind", paths.Etc+"/"+caEtcName, SandboxCAFile)
 		}
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
@@ -120,6 +137,9 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	}
 	for _, p := range paths.DenyFiles {
 		a = append(a, "--ro-bind", "/dev/null", p)
+	}
+	if paths.Tool != "" {
+		a = append(a, "--ro-bind", paths.Tool, SandboxToolDir)
 	}
 	if e := paths.Egress; e != nil {
 		a = append(a,

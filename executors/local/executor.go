@@ -29,6 +29,8 @@ type Executor struct {
 	log   *slog.Logger
 	probe *prober
 	uids  *uidPool
+	// ca is Options.CAFile's content, read once by New.
+	ca []byte
 }
 
 // in reports whether id is one of the count ids from first.
@@ -54,7 +56,14 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 	if err := ownWorkRoot(opts.WorkRoot); err != nil {
 		return nil, fmt.Errorf("local executor options: %w", err)
 	}
-	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts)}, nil
+	var ca []byte
+	if opts.CAFile != "" {
+		var err error
+		if ca, err = ReadCAFile(opts.CAFile); err != nil {
+			return nil, fmt.Errorf("local executor options: %w", err)
+		}
+	}
+	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts), ca: ca}, nil
 }
 
 // Name is "local".
@@ -112,6 +121,14 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if r := e.admitEgress(req.Plan); r != nil {
 		return executors.Result{}, r
 	}
+	// The package manager at the checkout's version, prepared before
+	// anything starts: one that cannot be had is a refusal.
+	tool, err := e.chooseTool(ctx, validationRequest{plan: req.Plan, dir: req.Dir})
+	if err != nil {
+		return executors.Result{}, err
+	}
+	res.Platform.PackageManagerVersion = tool.version
+	res.Notes = append(res.Notes, tool.notes...)
 	// An exhausted pool is an infrastructure error: the job is retried
 	// once a run ends.
 	tn, err := e.uids.take()
@@ -142,8 +159,22 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
-	if rc := userNpmrc(e.opts.Egress.Registries); rc != "" {
-		if err := writeOwned(filepath.Join(dirs.Home, ".npmrc"), []byte(rc), int(opts.SandboxUID), int(opts.SandboxGID)); err != nil {
+	if err := tool.writeShims(dirs.Root); err != nil {
+		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+	}
+	if e.ca != nil {
+		if err := writePublic(filepath.Join(dirs.Etc, caEtcName), e.ca); err != nil {
+			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+		}
+	}
+	for name, rc := range map[string]string{
+		".npmrc":      userNpmrc(e.opts.Egress.Registries),
+		".yarnrc.yml": userYarnrc(e.opts.Egress.Registries),
+	} {
+		if rc == "" {
+			continue
+		}
+		if err := writeOwned(filepath.Join(dirs.Home, name), []byte(rc), int(opts.SandboxUID), int(opts.SandboxGID)); err != nil {
 			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 		}
 	}
@@ -157,6 +188,9 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		name:      cgroupName("run-" + runID),
 		denyDirs:  denyDirs,
 		denyFiles: denyFiles,
+		tool:      tool.dir,
+		ca:        e.ca != nil,
+		env:       tool.env(e.ca != nil),
 	}
 	if err := sb.openCgroup(); err != nil {
 		return executors.Result{}, err
@@ -183,6 +217,16 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		res.Platform.Node = v
 	} else {
 		res.Notes = append(res.Notes, "node --version did not run in the sandbox; node version unknown")
+	}
+
+	if !e.opts.NoGitWorkTree && runsAnything(req.Plan) {
+		note, gerr := sb.gitWorkTree(ctx, req.Labels["head_sha"])
+		if gerr != nil {
+			return executors.Result{}, gerr
+		}
+		if note != "" {
+			res.Notes = append(res.Notes, note)
+		}
 	}
 
 	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))

@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -180,6 +181,52 @@ func userNpmrc(reg map[string]string) string {
 	var b strings.Builder
 	for _, k := range slices.Sorted(maps.Keys(reg)) {
 		b.WriteString(k + "=" + reg[k] + "\n")
+	}
+	return b.String()
+}
+
+// userYarnrc is the sandbox's own ~/.yarnrc.yml, for Yarn 2+ (which reads
+// no .npmrc): the worker's registry settings, http registries allowed by
+// host (Yarn refuses them otherwise; the proxy still decides), telemetry
+// off. A repository's own .yarnrc.yml still wins. Empty when there are no
+// registry settings.
+func userYarnrc(reg map[string]string) string {
+	if len(reg) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	b.WriteString("enableTelemetry: false\n")
+	var httpHosts []string
+	addHost := func(u string) {
+		if rest, ok := strings.CutPrefix(u, "http://"); ok {
+			host, _, _ := strings.Cut(rest, "/")
+			if h, _, err := net.SplitHostPort(host); err == nil {
+				host = h
+			}
+			if !slices.Contains(httpHosts, host) {
+				httpHosts = append(httpHosts, host)
+			}
+		}
+	}
+	if u, ok := reg["registry"]; ok {
+		b.WriteString("npmRegistryServer: " + strconv.Quote(strings.TrimSuffix(u, "/")) + "\n")
+		addHost(u)
+	}
+	var scopes []string
+	for _, k := range slices.Sorted(maps.Keys(reg)) {
+		if scope, ok := strings.CutSuffix(k, ":registry"); ok && strings.HasPrefix(scope, "@") {
+			scopes = append(scopes, "  "+strconv.Quote(scope[1:])+":\n    npmRegistryServer: "+strconv.Quote(strings.TrimSuffix(reg[k], "/"))+"\n")
+			addHost(reg[k])
+		}
+	}
+	if len(scopes) > 0 {
+		b.WriteString("npmScopes:\n" + strings.Join(scopes, ""))
+	}
+	if len(httpHosts) > 0 {
+		b.WriteString("unsafeHttpWhitelist:\n")
+		for _, h := range httpHosts {
+			b.WriteString("  - " + strconv.Quote(h) + "\n")
+		}
 	}
 	return b.String()
 }

@@ -22,6 +22,8 @@
 package local
 
 import (
+	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -231,6 +233,61 @@ type Options struct {
 	Disk DiskLimit
 	// MkfsPath is mkfs.ext4; empty means DefaultMkfsPath.
 	MkfsPath string
+	// Tools prepares the package manager a plan pins (pnpm, yarn, bun at
+	// the checkout's version); nil means only what the worker has
+	// installed itself, and a plan needing another is refused
+	// (validation.CodePackageManagerUnavailable).
+	Tools ToolProvider
+	// CAFile is a PEM bundle of certificate authorities the sandbox
+	// trusts (a TLS-intercepting proxy's), bound read-only at
+	// SandboxCAFile and named by NODE_EXTRA_CA_CERTS, SSL_CERT_FILE and
+	// the package managers' cafile settings. Empty binds none. It is
+	// read once, by New, and at most MaxCAFileBytes.
+	CAFile string
+	// NoGitWorkTree leaves the checkout as it is: by default, a checkout
+	// that is not a git work tree is made one (a single commit of its
+	// content, no remote, no credentials) before the first step, when
+	// git is installed on the worker.
+	NoGitWorkTree bool
+}
+
+// Facts of the sandbox's certificate authorities.
+const (
+	// SandboxCAFile is where Options.CAFile is bound.
+	SandboxCAFile = "/etc/gilf-ca-certificates.crt"
+	// caEtcName is its name in the run's generated /etc directory.
+	caEtcName = "gilf-ca-certificates.crt"
+	// MaxCAFileBytes bounds Options.CAFile.
+	MaxCAFileBytes = 4 << 20
+)
+
+// caEnv names SandboxCAFile (at path) in every variable node, OpenSSL,
+// git and npm (pnpm too) read a CA bundle from; Yarn's own settings
+// depend on its version (toolMount.env). npm's cafile replaces its
+// default list, so the file must be a whole bundle.
+func caEnv(path string) map[string]string {
+	return map[string]string{
+		"NODE_EXTRA_CA_CERTS": path,
+		"SSL_CERT_FILE":       path,
+		"npm_config_cafile":   path,
+		"GIT_SSL_CAINFO":      path,
+	}
+}
+
+// berryCAEnv is Yarn 2+'s own CA setting, whose name changed with Yarn 4
+// (caFilePath became httpsCaFilePath); Yarn refuses to run with the other
+// one set. Nil for an unknown version: NODE_EXTRA_CA_CERTS still reaches
+// its requests.
+func berryCAEnv(version, path string) map[string]string {
+	major, _, _ := strings.Cut(version, ".")
+	switch major {
+	case "2", "3":
+		return map[string]string{"YARN_CA_FILE_PATH": path}
+	case "":
+		return nil
+	default:
+		return map[string]string{"YARN_HTTPS_CA_FILE_PATH": path}
+	}
 }
 
 // withDefaults returns o with every zero field set to its default. It
@@ -361,6 +418,9 @@ func (o Options) validate() error {
 		errs = append(errs, fmt.Errorf("Disk.Inodes %d: want %d to %d", o.Disk.Inodes, MinDiskInodes, MaxDiskInodes))
 	}
 	check("MkfsPath", []string{o.MkfsPath})
+	if o.CAFile != "" {
+		check("CAFile", []string{o.CAFile})
+	}
 	check("UIDLockDir", []string{o.UIDLockDir})
 	if err := validRegistries(o.Egress.Registries); err != nil {
 		errs = append(errs, err)
@@ -383,6 +443,9 @@ func (o Options) stepEnv() map[string]string {
 	env["HOME"] = SandboxHome
 	env["TMPDIR"] = SandboxTmp
 	env["CI"] = "true"
+	if o.CAFile != "" {
+		maps.Copy(env, caEnv(SandboxCAFile))
+	}
 	return env
 }
 
@@ -435,3 +498,34 @@ func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
 // DefaultWorkRoot is a directory of gilf's own in the system's temporary
 // directory: not the world-listable temporary directory itself.
 func DefaultWorkRoot() string { return filepath.Join(os.TempDir(), "gilf-runs") }
+
+// ReadCAFile reads a CA bundle for Options.CAFile: a regular file of at
+// most MaxCAFileBytes holding at least one PEM certificate.
+func ReadCAFile(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, fmt.Errorf("CA file: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("CA file %s is not a regular file", path)
+	}
+	if st.Size() > MaxCAFileBytes {
+		return nil, fmt.Errorf("CA file %s is %d bytes, over the %d-byte limit", path, st.Size(), MaxCAFileBytes)
+	}
+	b, err := readCapped(path, MaxCAFileBytes)
+	if err != nil {
+		return nil, fmt.Errorf("CA file: %w", err)
+	}
+	for rest := b; ; {
+		var blk *pem.Block
+		blk, rest = pem.Decode(rest)
+		if blk == nil {
+			return nil, fmt.Errorf("CA file %s holds no PEM certificate", path)
+		}
+		if blk.Type == "CERTIFICATE" {
+			if _, err := x509.ParseCertificate(blk.Bytes); err == nil {
+				return b, nil
+			}
+		}
+	}
+}

@@ -33,6 +33,9 @@ type observation struct {
 	timeout  time.Duration
 	// maxStream is the output ceiling in force.
 	maxStream int64
+	// sandboxed says the process waited for is bwrap, not the step's own
+	// command (tier none): nothing inside the sandbox can signal it.
+	sandboxed bool
 }
 
 // verdict is how a step ended, for its StepResult.
@@ -41,6 +44,11 @@ type verdict struct {
 	exitCode *int
 	signal   string
 	reason   string
+	// external says bwrap itself was killed by a signal that no limit
+	// of gilf's sent (not the timeout, the output ceiling, cancellation
+	// or the memory cgroup): someone outside the sandbox killed it. That
+	// is gilf's infrastructure failure, never the pull request's.
+	external bool
 }
 
 // classify turns what the host saw into a step status. The host's wait
@@ -76,7 +84,7 @@ func classify(o observation) verdict {
 		v.reason = fmt.Sprintf("killed by the memory limit of %d bytes (%d OOM kill(s) in the step's cgroup)", o.limits.MemoryBytes, o.oomKills)
 	case v.signal != "":
 		v.status = validation.StatusKilled
-		v.reason = "killed by " + v.signal
+		v.external = o.sandboxed
 	case v.exitCode != nil && *v.exitCode == 0:
 		v.status = validation.StatusPassed
 		if o.oomKills > 0 {

@@ -44,8 +44,16 @@ func TestClassify(t *testing.T) {
 		{"exit 0", observation{state: exit0}, verdict{status: validation.StatusPassed, exitCode: code(0)}, ""},
 		{"exit 1", observation{state: exit1}, verdict{status: validation.StatusFailed, exitCode: code(1)}, ""},
 		{"exit 137 without OOM is a failure, not a kill", observation{state: exit137}, verdict{status: validation.StatusFailed, exitCode: code(137)}, ""},
-		{"host saw SIGKILL", observation{state: killed}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "killed by SIGKILL"},
-		{"host saw SIGTERM", observation{state: termed}, verdict{status: validation.StatusKilled, signal: "SIGTERM"}, "SIGTERM"},
+		// Tier none: the step's own command was signalled (by itself);
+		// the signal says it all, the reason says nothing more.
+		{"host saw SIGKILL, no sandbox", observation{state: killed}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, ""},
+		{"host saw SIGTERM, no sandbox", observation{state: termed}, verdict{status: validation.StatusKilled, signal: "SIGTERM"}, ""},
+		// bwrap itself signalled with no limit of gilf's at work: someone
+		// outside killed it, gilf's failure.
+		{"bwrap killed from outside", observation{state: killed, sandboxed: true}, verdict{status: validation.StatusKilled, signal: "SIGKILL", external: true}, ""},
+		{"bwrap killed by the timeout", observation{state: killed, sandboxed: true, stopped: errStepTimeout, timeout: time.Second}, verdict{status: validation.StatusTimedOut, signal: "SIGKILL"}, "timeout"},
+		{"bwrap killed by the OOM killer", observation{state: killed, sandboxed: true, oomKills: 1, limits: lim}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "memory limit"},
+		{"bwrap killed on cancel", observation{state: killed, sandboxed: true, stopped: errRunCancelled}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "cancelled"},
 		{"timeout", observation{state: termed, stopped: errStepTimeout, timeout: 3 * time.Second}, verdict{status: validation.StatusTimedOut, signal: "SIGTERM"}, "step timeout of 3s"},
 		{"timeout although exit 0", observation{state: exit0, stopped: errStepTimeout, timeout: time.Second}, verdict{status: validation.StatusTimedOut, exitCode: code(0)}, "timeout"},
 		{"output ceiling", observation{state: killed, stopped: errOutputCeiling, maxStream: 1024}, verdict{status: validation.StatusKilled, signal: "SIGKILL"}, "output ceiling of 1024 bytes"},

@@ -41,6 +41,14 @@ type sandbox struct {
 	// denyDirs and denyFiles split Options.DenyRead (see Paths).
 	denyDirs  []string
 	denyFiles []string
+	// tool is the host directory of the plan's package manager ("" for
+	// none: the worker's own).
+	tool string
+	// ca says the run's etc holds the CA bundle.
+	ca bool
+	// env are the run's own additions to the step environment, with
+	// sandbox paths; caPath marks values that name SandboxCAFile.
+	env map[string]string
 }
 
 // stepRun is one execution of one step.
@@ -220,6 +228,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		limits:    s.opts.Limits,
 		timeout:   sr.timeout,
 		maxStream: s.opts.MaxStreamBytes,
+		sandboxed: !s.direct,
 	}
 	if c := context.Cause(stepCtx); c != nil && stepCtx.Err() != nil {
 		switch {
@@ -235,6 +244,9 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	}
 	v := classify(o)
 	res.Status, res.ExitCode, res.Signal, res.Reason = v.status, v.exitCode, v.signal, v.reason
+	if v.external {
+		err = errors.Join(err, fmt.Errorf("step %s: bwrap was killed by %s from outside the sandbox, not by a limit gilf set", sr.step.Name, v.signal))
+	}
 	res.Output = out.Output
 	if out.err != nil {
 		err = errors.Join(err, fmt.Errorf("read output of step %s: %w", sr.step.Name, out.err))
@@ -306,6 +318,19 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 	if s.direct {
 		e := s.opts.stepEnv()
 		e["HOME"], e["TMPDIR"] = s.dirs.Home, s.dirs.Tmp
+		if s.tool != "" {
+			e["PATH"] = s.tool + "/bin:" + e["PATH"]
+		}
+		maps.Copy(e, s.env)
+		if s.ca {
+			host := filepath.Join(s.dirs.Etc, caEtcName)
+			maps.Copy(e, caEnv(host))
+			for k, v := range e {
+				if v == SandboxCAFile {
+					e[k] = host
+				}
+			}
+		}
 		for _, k := range slices.Sorted(maps.Keys(e)) {
 			env = append(env, k+"="+e[k])
 		}
@@ -332,6 +357,9 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			Etc:       s.dirs.Etc,
 			DenyDirs:  s.denyDirs,
 			DenyFiles: s.denyFiles,
+			Tool:      s.tool,
+			CA:        s.ca,
+			Env:       s.env,
 		}
 		if cg != nil && cg.version == cgroupV1 {
 			if err := hs.open(true); err != nil {

@@ -44,8 +44,13 @@ func sleepingRun() int {
 		return 2
 	}
 	_, err = e.Run(context.Background(), executors.Request{Dir: dir, Plan: validation.Plan{Steps: []validation.Step{
+		{Name: "lint", Argv: []string{"true"}},
 		{Name: "test", Argv: []string{"/bin/sh", "-c", "echo > started-marker; exec sleep 600"}, Timeout: time.Hour},
-	}}, Progress: func(string, time.Time) { fmt.Println("step started") }})
+	}}, Progress: func(s string, _ time.Time) {
+		if s == "test" {
+			fmt.Println("step started")
+		}
+	}})
 	fmt.Println("run ended:", err)
 	return 1
 }
@@ -101,8 +106,17 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("the helper never started its step: %v", lines.Err())
 	}
-	// The step's shell is running once its marker exists.
-	waitUntil(t, "the step runs", func() bool { return len(sandboxProcesses(t, uid)) > 0 })
+	// The step's own command runs: its sandbox is set up. (Any process
+	// of the uid is not enough: the sandbox's init of an earlier step
+	// may still be exiting, or this step's bwrap still setting up.)
+	waitUntil(t, "the step runs", func() bool {
+		for _, p := range sandboxProcesses(t, uid) {
+			if strings.HasSuffix(strings.TrimSpace(p), "sleep 600") {
+				return true
+			}
+		}
+		return false
+	})
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

@@ -191,8 +191,14 @@ func copyFile(src, dst string, perm os.FileMode, uid, gid int) (err error) {
 }
 
 // writeOwned creates the file p with data, owned by uid:gid, mode 0600.
-func writeOwned(p string, data []byte, uid, gid int) (err error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
+func writeOwned(p string, data []byte, uid, gid int) error {
+	return writeNew(p, data, 0o600, uid, gid)
+}
+
+// writeNew creates the file p with data and exactly mode perm (whatever
+// the umask), owned by uid:gid; -1 keeps the worker's own.
+func writeNew(p string, data []byte, perm os.FileMode, uid, gid int) (err error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, perm)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Base(p), err)
 	}
@@ -202,6 +208,9 @@ func writeOwned(p string, data []byte, uid, gid int) (err error) {
 	}
 	if err := f.Chown(uid, gid); err != nil {
 		return fmt.Errorf("chown %s: %w", filepath.Base(p), err)
+	}
+	if err := f.Chmod(perm); err != nil {
+		return fmt.Errorf("chmod %s: %w", filepath.Base(p), err)
 	}
 	return nil
 }
@@ -280,3 +289,7 @@ func ownWorkRoot(dir string) error {
 	}
 	return nil
 }
+
+// writePublic creates the file p with data, owned by the worker and
+// readable by all (mode 0644, whatever the umask).
+func writePublic(p string, data []byte) error { return writeNew(p, data, 0o644, -1, -1) }

@@ -40,6 +40,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -64,6 +65,11 @@ const (
 
 //go:embed packages.txt
 var packagesTxt string
+
+// toolsTxt lists the package managers published besides the tree.
+//
+//go:embed tools.txt
+var toolsTxt string
 
 // CacheDir returns the cache directory scripts/test fills:
 // os.UserCacheDir()/gilf-test, holding verdaccio/ and tarballs/.
@@ -98,6 +104,7 @@ type Registry struct {
 	client   *http.Client // to the unix socket, bypassing the forwarder
 	tail     *tailBuffer
 	packages []string
+	tools    []string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -124,7 +131,11 @@ func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	tarballs, err := tarballPaths(filepath.Join(cache, "tarballs"), specs)
+	tools, err := parseSpecs(toolsTxt)
+	if err != nil {
+		return nil, fmt.Errorf("tools.txt: %w", err)
+	}
+	tarballs, err := tarballPaths(filepath.Join(cache, "tarballs"), append(slices.Clone(specs), tools...))
 	if err != nil {
 		return nil, err
 	}
@@ -187,19 +198,19 @@ func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
 	}()
 	go r.fwd.serve()
 
-	if err := r.start(ctx, specs, tarballs); err != nil {
+	if err := r.start(ctx, specs, tools, tarballs); err != nil {
 		return nil, errors.Join(err, r.Close())
 	}
 	return r, nil
 }
 
-func (r *Registry) start(ctx context.Context, specs []spec, tarballs map[spec]string) error {
+func (r *Registry) start(ctx context.Context, specs, tools []spec, tarballs map[spec]string) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if err := r.waitReady(ctx); err != nil {
 		return err
 	}
-	if err := publishAll(ctx, r.client, r.URL, specs, tarballs); err != nil {
+	if err := publishAll(ctx, r.client, r.URL, append(slices.Clone(specs), tools...), tarballs); err != nil {
 		return fmt.Errorf("publish: %w\nverdaccio output:\n%s", err, r.tail.String())
 	}
 	if err := checkTarballURL(ctx, r.client, r.URL, specs[0]); err != nil {
@@ -207,6 +218,9 @@ func (r *Registry) start(ctx context.Context, specs []spec, tarballs map[spec]st
 	}
 	for _, s := range specs {
 		r.packages = append(r.packages, s.String())
+	}
+	for _, s := range tools {
+		r.tools = append(r.tools, s.String())
 	}
 	return nil
 }
@@ -243,6 +257,12 @@ func (r *Registry) waitReady(ctx context.Context) error {
 // Packages lists the published name@version entries, in packages.txt order.
 func (r *Registry) Packages() []string {
 	return append([]string(nil), r.packages...)
+}
+
+// Tools lists the published package managers (tools.txt), in file order:
+// name@version entries that no test repository depends on.
+func (r *Registry) Tools() []string {
+	return append([]string(nil), r.tools...)
 }
 
 // Connections is how many TCP connections the forwarder accepted at URL.
