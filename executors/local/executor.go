@@ -123,7 +123,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	}
 	// The package manager at the checkout's version, prepared before
 	// anything starts: one that cannot be had is a refusal.
-	tool, err := e.chooseTool(ctx, validationRequest{plan: req.Plan, dir: req.Dir})
+	tool, err := e.chooseTool(ctx, req.Plan, req.Dir)
 	if err != nil {
 		return executors.Result{}, err
 	}

@@ -35,7 +35,7 @@ func (s *sandbox) gitWorkTree(ctx context.Context, revision string) (string, err
 	if _, err := os.Lstat(filepath.Join(s.dirs.Workspace, ".git")); err == nil {
 		return "", nil
 	}
-	if _, err := lookPath("git", s.opts.stepEnv()["PATH"]); err != nil {
+	if _, err := lookPath("git", s.opts.Env["PATH"]); err != nil {
 		return "git is not installed on this worker: the checkout is not a git work tree", nil
 	}
 	msg := "gilf: the checkout"

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -139,6 +140,18 @@ func sandboxProcesses(t *testing.T, uid uint32) []string {
 		}
 	}
 	return out
+}
+
+// running reports whether a process of uid runs exactly argv: the step's
+// own process, not bwrap's, whose argv ends with the step's.
+func running(t *testing.T, uid uint32, argv ...string) bool {
+	t.Helper()
+	for _, p := range sandboxProcesses(t, uid) {
+		if f := strings.Fields(p); len(f) == len(argv)+1 && slices.Equal(f[1:], argv) {
+			return true
+		}
+	}
+	return false
 }
 
 func cmdline(pid string) string {

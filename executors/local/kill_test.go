@@ -73,14 +73,7 @@ func TestBwrapKilledFromOutsideIsAnError(t *testing.T) {
 	}()
 	<-started
 	uid := e.opts.SandboxUID
-	waitUntil(t, "the step runs", func() bool {
-		for _, p := range sandboxProcesses(t, uid) {
-			if strings.Contains(p, "sleep 600") {
-				return true
-			}
-		}
-		return false
-	})
+	waitUntil(t, "the step runs", func() bool { return running(t, uid, "sleep", "600") })
 	pids := bwrapChildren(t, e.opts.BwrapPath)
 	if len(pids) != 1 {
 		t.Fatalf("bwrap processes of this test: %v, want one", pids)

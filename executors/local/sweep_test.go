@@ -106,17 +106,11 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 		cmd.Wait()
 		t.Fatalf("the helper never started its step: %v", lines.Err())
 	}
-	// The step's own command runs: its sandbox is set up. (Any process
-	// of the uid is not enough: the sandbox's init of an earlier step
-	// may still be exiting, or this step's bwrap still setting up.)
-	waitUntil(t, "the step runs", func() bool {
-		for _, p := range sandboxProcesses(t, uid) {
-			if strings.HasSuffix(strings.TrimSpace(p), "sleep 600") {
-				return true
-			}
-		}
-		return false
-	})
+	// The step's own command runs: its sandbox is set up and placed.
+	// (Any process of the uid is not enough: the sandbox's init of an
+	// earlier step may still be exiting, or this step's bwrap still
+	// setting up.)
+	waitUntil(t, "the step runs", func() bool { return running(t, uid, "sleep", "600") })
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}

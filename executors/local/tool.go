@@ -78,11 +78,11 @@ func (m toolMount) env(ca bool) map[string]string {
 	return env
 }
 
-// chooseTool decides which package manager binary the plan's steps run
-// and prepares it; only an install step or a script that will run needs
-// one. A refusal says it cannot be provided: nothing was started.
-func (e *Executor) chooseTool(ctx context.Context, req validationRequest) (toolMount, error) {
-	plan := req.plan
+// chooseTool decides which package manager binary the steps of plan (for
+// the checkout at dir) run and prepares it; only an install step or a
+// script that will run needs one. A refusal says it cannot be provided:
+// nothing was started.
+func (e *Executor) chooseTool(ctx context.Context, plan validation.Plan, dir string) (toolMount, error) {
 	if !runsAnything(plan) {
 		return toolMount{}, nil
 	}
@@ -95,27 +95,21 @@ func (e *Executor) chooseTool(ctx context.Context, req validationRequest) (toolM
 		// run what they name.
 		return toolMount{}, nil
 	}
-	bin := validation.ToolBinary(tr.Manager)
-	m, err := e.toolFor(ctx, req, tr, bin)
+	m, err := e.toolFor(ctx, dir, tr)
 	m.manager = tr.Manager
 	return m, err
 }
 
-// toolFor is chooseTool's choice for a plan that names a manager.
-func (e *Executor) toolFor(ctx context.Context, req validationRequest, tr validation.ToolRequest, bin string) (toolMount, error) {
+// toolFor is chooseTool's choice for a plan that names a manager: the
+// committed Yarn release, else the toolchain's (npm is always the
+// worker's own), else the worker's own installation, whose absence is
+// gilf's, never the pull request's.
+func (e *Executor) toolFor(ctx context.Context, dir string, tr validation.ToolRequest) (toolMount, error) {
+	bin := validation.ToolBinary(tr.Manager)
 	switch {
 	case tr.Release != "":
-		m, err := releaseTool(req.dir, tr)
-		m.manager = validation.YarnBerry
-		return m, err
-	case tr.Manager == validation.NPM:
-		v, _ := hostToolVersion("npm", e.opts.stepEnv()["PATH"])
-		m := toolMount{version: v}
-		if want := tr.Version; isExact(want) && v != "" && want != v {
-			m.notes = append(m.notes, fmt.Sprintf("the checkout pins npm %s (%s); the worker's npm %s ran", want, tr.Source, v))
-		}
-		return m, nil
-	case e.opts.Tools != nil:
+		return releaseTool(dir, tr)
+	case e.opts.Tools != nil && tr.Manager != validation.NPM:
 		t, err := e.opts.Tools.Prepare(ctx, tr)
 		var ref *validation.Refusal
 		if errors.As(err, &ref) {
@@ -124,32 +118,23 @@ func (e *Executor) toolFor(ctx context.Context, req validationRequest, tr valida
 		if err != nil {
 			return toolMount{}, fmt.Errorf("prepare %s: %w", tr.Manager, err)
 		}
-		dir, err := e.mirrorTool(t)
+		mirror, err := e.mirrorTool(t)
 		if err != nil {
 			return toolMount{}, fmt.Errorf("prepare %s: %w", tr.Manager, err)
 		}
 		note := fmt.Sprintf("%s %s provided by gilf (%s; %s)", bin, t.Version, describeSource(tr), t.Integrity)
-		return toolMount{dir: dir, version: t.Version, notes: []string{note}}, nil
-	default:
-		// No toolchain cache: the worker's own installation, when it
-		// has one. Its absence is gilf's, never the pull request's.
-		v, ok := hostToolVersion(bin, e.opts.stepEnv()["PATH"])
-		if !ok {
-			return toolMount{}, validation.Refuse(validation.CodePackageManagerUnavailable,
-				"%s is not installed on this worker and no toolchain cache is configured to provide %s", bin, wanted(tr))
-		}
-		m := toolMount{version: v}
-		if want := tr.Version; want != "" && v != "" && !sameRelease(want, v) {
-			m.notes = append(m.notes, fmt.Sprintf("the checkout asks for %s (%s); the worker's own %s %s ran", wanted(tr), tr.Source, bin, v))
-		}
-		return m, nil
+		return toolMount{dir: mirror, version: t.Version, notes: []string{note}}, nil
 	}
-}
-
-// validationRequest is what chooseTool needs of a run.
-type validationRequest struct {
-	plan validation.Plan
-	dir  string
+	v, ok := hostToolVersion(bin, e.opts.Env["PATH"])
+	if !ok {
+		return toolMount{}, validation.Refuse(validation.CodePackageManagerUnavailable,
+			"%s is not installed on this worker and no toolchain cache is configured to provide %s", bin, wanted(tr))
+	}
+	m := toolMount{version: v}
+	if want := tr.Version; want != "" && v != "" && !sameRelease(want, v) {
+		m.notes = append(m.notes, fmt.Sprintf("the checkout asks for %s (%s); the worker's own %s %s ran", wanted(tr), tr.Source, bin, v))
+	}
+	return m, nil
 }
 
 // runsAnything reports whether any step of plan will run.
