@@ -28,7 +28,7 @@ func run(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	testRegistry, err = registrytest.Start(ctx, dir, io.Discard)
+	testRegistry, err = registrytest.StartWithTools(ctx, dir, io.Discard)
 	cancel()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "start the registry:", err)

@@ -53,7 +53,7 @@ func world(t testing.TB) *pmWorldT {
 		if pmWorld.dir, pmWorld.err = os.MkdirTemp("", "gilf-pm-"); pmWorld.err != nil {
 			return
 		}
-		if pmWorld.reg, pmWorld.err = registrytest.Start(ctx, filepath.Join(pmWorld.dir, "r"), io.Discard); pmWorld.err != nil {
+		if pmWorld.reg, pmWorld.err = registrytest.StartWithTools(ctx, filepath.Join(pmWorld.dir, "r"), io.Discard); pmWorld.err != nil {
 			return
 		}
 		pmWorld.cache = filepath.Join(pmWorld.dir, "toolchains")

@@ -51,6 +51,10 @@ type Paths struct {
 	// Env are variables of this run added to the step environment (the
 	// package manager's own settings).
 	Env map[string]string
+	// GuardFD, when positive, is the child's descriptor from which the
+	// sandbox's first process (guardShim) reads the worker's go-ahead
+	// before it runs anything; at EOF it exits instead (cgroup v1).
+	GuardFD int
 }
 
 // EgressPaths are the host-side facts of an install step's proxy.
@@ -160,8 +164,12 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
 	}
 	a = append(a, "--chdir", SandboxWorkspace, "--")
+	cmd := step.Argv
 	if e := paths.Egress; e != nil {
-		return append(a, egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, step.Argv)...)
+		cmd = egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, cmd)
 	}
-	return append(a, step.Argv...)
+	if paths.GuardFD > 0 {
+		cmd = guardArgv(paths.GuardFD, cmd)
+	}
+	return append(a, cmd...)
 }

@@ -199,3 +199,22 @@ func TestStepNetwork(t *testing.T) {
 		})
 	}
 }
+
+// The guard comes first after "--": in front of the egress bridge too, so
+// nothing of the step (nor the bridge) runs before the worker's go-ahead.
+func TestBuildArgsGuardFirst(t *testing.T) {
+	opts := Options{}.withDefaults()
+	step := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry}
+	a := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t", GuardFD: 7,
+		Egress: &EgressPaths{SocketDir: "/s", Bridge: "/b", ReadyFD: 6}})
+	i := slices.Index(a, "--")
+	if i < 0 || !slices.Equal(a[i+1:i+6], guardArgv(7, nil)) {
+		t.Fatalf("after --: %q, want the guard reading descriptor 7 first", a[i+1:])
+	}
+	if rest := a[i+6:]; rest[0] != SandboxBridgePath || !slices.Equal(rest[len(rest)-2:], step.Argv) {
+		t.Errorf("after the guard: %q, want the bridge, then the step", rest)
+	}
+	if b := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"}); slices.Contains(b, guardShim) {
+		t.Errorf("no GuardFD, but the guard is in the argv")
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -76,5 +77,41 @@ func TestClassify(t *testing.T) {
 				t.Errorf("reason %q, want it to hold %q", reason, tt.reason)
 			}
 		})
+	}
+}
+
+// The guard in front of a cgroup v1 step runs it only after the worker's
+// go-ahead: at EOF (the worker died before placing the sandbox) it exits
+// 125 and runs nothing; with the go-ahead it execs the step's argv as is.
+func TestGuardShim(t *testing.T) {
+	run := func(t *testing.T, goAhead bool) (string, int) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := t.TempDir()
+		argv := guardArgv(3, []string{"/bin/sh", "-c", `echo ran "$1" > marker`, "x", "it's"})
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Dir, cmd.ExtraFiles, cmd.Env = dir, []*os.File{r}, []string{}
+		if goAhead {
+			if _, err := w.Write([]byte("\n")); err != nil {
+				t.Fatal(err)
+			}
+		}
+		w.Close()
+		err = cmd.Run()
+		r.Close()
+		var ee *exec.ExitError
+		if err != nil && !errors.As(err, &ee) {
+			t.Fatal(err)
+		}
+		b, _ := os.ReadFile(filepath.Join(dir, "marker"))
+		return string(b), cmd.ProcessState.ExitCode()
+	}
+	if marker, code := run(t, false); marker != "" || code != 125 {
+		t.Errorf("at EOF: marker %q, exit %d; want nothing run and 125", marker, code)
+	}
+	if marker, code := run(t, true); marker != "ran it's\n" || code != 0 {
+		t.Errorf("with the go-ahead: marker %q, exit %d; want the step run with its argv", marker, code)
 	}
 }

@@ -366,6 +366,16 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 				return nil, nil, err
 			}
 			paths.InfoFD, paths.BlockFD = add(hs.infoW), add(hs.blockR)
+			// bwrap goes on after EOF on --block-fd: a worker dying
+			// before it placed the sandbox (or before bwrap's child set
+			// its parent-death signal) would leave the step running
+			// outside its cgroup. The guard runs the step only once the
+			// worker says so, after placing it, and exits at EOF.
+			if err := hs.openGuard(); err != nil {
+				hs.closeAll()
+				return nil, nil, err
+			}
+			paths.GuardFD = add(hs.guardR)
 		}
 		if proxy != nil {
 			if err := hs.openEgress(s.opts.Egress); err != nil {
@@ -427,6 +437,28 @@ type handshake struct {
 	readyR, readyW *os.File
 	// seccomp holds the filter bwrap reads (--seccomp); child only.
 	seccomp *os.File
+	// guardR/guardW are the pipe on which the worker lets a cgroup v1
+	// step run once it is placed (guardShim).
+	guardR, guardW *os.File
+}
+
+// guardShim runs its arguments only after reading a line from the
+// descriptor its first argument names; at EOF (the worker is gone) it
+// exits 125 without running anything.
+const guardShim = `fd=$1; shift; eval "read -r _ <&$fd" || exit 125; eval "exec $fd<&-"; exec "$@"`
+
+// guardArgv wraps argv in guardShim reading descriptor fd.
+func guardArgv(fd int, argv []string) []string {
+	return append([]string{"/bin/sh", "-c", guardShim, "gilf-guard", strconv.Itoa(fd)}, argv...)
+}
+
+// openGuard opens the guard pipe.
+func (h *handshake) openGuard() error {
+	var err error
+	if h.guardR, h.guardW, err = os.Pipe(); err != nil {
+		return fmt.Errorf("guard pipe: %w", err)
+	}
+	return nil
 }
 
 // openEgress opens the ready pipe.
@@ -485,7 +517,7 @@ func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
-	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp} {
+	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp, &h.guardR} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -495,7 +527,7 @@ func (h *handshake) closeChildEnds() {
 
 func (h *handshake) closeAll() {
 	h.closeChildEnds()
-	for _, f := range []**os.File{&h.infoR, &h.blockW, &h.readyR} {
+	for _, f := range []**os.File{&h.infoR, &h.blockW, &h.readyR, &h.guardW} {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -530,13 +562,19 @@ func (h *handshake) place(cg *stepCgroup, pid int) (int, error) {
 	if err := cg.add(pid); err != nil {
 		return 0, err
 	}
-	if _, err := h.blockW.Write([]byte{'\n'}); err != nil {
-		return 0, fmt.Errorf("release sandbox: %w", err)
+	// bwrap's block pipe, then the guard's (bwrap mode, cgroup v1).
+	for _, w := range []**os.File{&h.blockW, &h.guardW} {
+		if *w == nil {
+			continue
+		}
+		if _, err := (*w).Write([]byte{'\n'}); err != nil {
+			return 0, fmt.Errorf("release sandbox: %w", err)
+		}
+		if err := (*w).Close(); err != nil {
+			return 0, fmt.Errorf("release sandbox: %w", err)
+		}
+		*w = nil
 	}
-	if err := h.blockW.Close(); err != nil {
-		return 0, fmt.Errorf("release sandbox: %w", err)
-	}
-	h.blockW = nil
 	return pid, nil
 }
 

@@ -59,6 +59,11 @@ const (
 	// ReadyTimeout bounds the wait for Verdaccio to answer, unless ctx
 	// ends first.
 	ReadyTimeout = 30 * time.Second
+	// PublishTimeout bounds publishing every package once Verdaccio
+	// answers (bun's build alone is a 40 MB tarball; on a loaded 2-core
+	// machine with several registries starting at once, that takes a
+	// while), unless ctx ends first.
+	PublishTimeout = 5 * time.Minute
 	// StopTimeout is how long Close waits after SIGTERM before SIGKILL.
 	StopTimeout = 5 * time.Second
 )
@@ -119,6 +124,17 @@ type Registry struct {
 // A missing Verdaccio or tarball is an error naming Install: CI installs
 // them, so their absence is a broken setup, never a reason to skip.
 func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
+	return startRegistry(ctx, dir, log, false)
+}
+
+// StartWithTools is Start that also publishes the package managers of
+// tools.txt (Registry.Tools), for tests that prepare them as a worker
+// does.
+func StartWithTools(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
+	return startRegistry(ctx, dir, log, true)
+}
+
+func startRegistry(ctx context.Context, dir string, log io.Writer, withTools bool) (*Registry, error) {
 	specs, err := parseSpecs(packagesTxt)
 	if err != nil {
 		return nil, err
@@ -131,9 +147,11 @@ func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	tools, err := parseSpecs(toolsTxt)
-	if err != nil {
-		return nil, fmt.Errorf("tools.txt: %w", err)
+	var tools []spec
+	if withTools {
+		if tools, err = parseSpecs(toolsTxt); err != nil {
+			return nil, fmt.Errorf("tools.txt: %w", err)
+		}
 	}
 	tarballs, err := tarballPaths(filepath.Join(cache, "tarballs"), append(slices.Clone(specs), tools...))
 	if err != nil {
@@ -205,11 +223,13 @@ func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
 }
 
 func (r *Registry) start(ctx context.Context, specs, tools []spec, tarballs map[spec]string) error {
-	ctx, cancel := context.WithTimeout(ctx, ReadyTimeout)
+	readyCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
-	if err := r.waitReady(ctx); err != nil {
+	if err := r.waitReady(readyCtx); err != nil {
 		return err
 	}
+	ctx, cancelPublish := context.WithTimeout(ctx, PublishTimeout)
+	defer cancelPublish()
 	if err := publishAll(ctx, r.client, r.URL, append(slices.Clone(specs), tools...), tarballs); err != nil {
 		return fmt.Errorf("publish: %w\nverdaccio output:\n%s", err, r.tail.String())
 	}

@@ -89,6 +89,11 @@ func TestPackagesTxt(t *testing.T) {
 	if diff := cmp.Diff(want, shared.Packages()); diff != "" {
 		t.Errorf("Packages() (-packages.txt +got):\n%s", diff)
 	}
+	// Start publishes no package manager: StartWithTools does (the
+	// toolchain tests check what it publishes).
+	if tools := shared.Tools(); len(tools) != 0 {
+		t.Errorf("Start published the package managers %v", tools)
+	}
 }
 
 // TestPackument checks what clients read: tarball URLs at the forwarder,
