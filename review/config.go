@@ -5,10 +5,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
+	"reflect"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gilf-review/gilf/validation"
 )
 
 // ConfigPath is where a repository keeps its gilf configuration. It is
@@ -33,6 +39,11 @@ type ValidationConfig struct {
 	CodeChangesOnly *bool         `yaml:"codeChangesOnly"`
 	Crabbox         CrabboxConfig `yaml:"crabbox"`
 	E2B             E2BConfig     `yaml:"e2b"`
+	// Env are non-secret variables the repository sets for its steps
+	// (FORCE_COLOR=1); names that look secret, names gilf sets itself and
+	// GILF_* are refused, CI=true is always kept. Only the repository's
+	// file sets them.
+	Env map[string]string `yaml:"env"`
 }
 
 // CrabboxConfig is the nested crabbox object: run-specific values win.
@@ -58,31 +69,92 @@ type ReviewConfig struct {
 	Drafts bool `yaml:"drafts"`
 }
 
-// FetchedConfig is a repository config as loaded: expected problems are
-// data, not errors, so a broken file is reported on the PR and the worker
-// defaults apply.
+// FetchedConfig is a repository config as loaded. A broken file is data,
+// not an error: the job ends refused with every problem listed, and
+// nothing runs on defaults the file did not mean.
 type FetchedConfig struct {
-	Config     RepoConfig
-	Found      bool
-	ParseError string
+	Config RepoConfig
+	Found  bool
+	Errors []ConfigError
 }
 
-// ParseRepoConfig parses .github/gilf.yml strictly: unknown keys are an
-// error, so a typo never silently disables a policy.
+// Problems lists the file's problems in one message, at most
+// MaxConfigErrors of them.
+func (f FetchedConfig) Problems() string {
+	var lines []string
+	for i, e := range f.Errors {
+		if i == MaxConfigErrors {
+			lines = append(lines, fmt.Sprintf("… and %d more", len(f.Errors)-MaxConfigErrors))
+			break
+		}
+		lines = append(lines, e.Error())
+	}
+	return strings.Join(lines, "; ")
+}
+
+// Limits of validation.env.
+const (
+	MaxRepoEnvEntries    = 64
+	MaxRepoEnvValueBytes = 4096
+)
+
+// ParseRepoConfig parses .github/gilf.yml strictly: unknown keys, values of
+// the wrong kind and values out of range are errors with their line, so a
+// typo never silently disables a policy.
 func ParseRepoConfig(b []byte) FetchedConfig {
+	bad := func(errs ...ConfigError) FetchedConfig { return FetchedConfig{Found: true, Errors: errs} }
 	if len(b) > MaxConfigBytes {
-		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s is %d bytes, over the %d-byte limit", ConfigPath, len(b), MaxConfigBytes)}
+		return bad(ConfigError{Problem: fmt.Sprintf("the file is %d bytes, over the %d-byte limit", len(b), MaxConfigBytes)})
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return bad(yamlError(err))
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return bad(ConfigError{Line: extra.Line, Problem: "the file holds more than one YAML document"})
+	}
+	if errs := checkSchema(&doc, reflect.TypeFor[RepoConfig]()); len(errs) > 0 {
+		return bad(errs...)
 	}
 	var c RepoConfig
-	dec := yaml.NewDecoder(bytes.NewReader(b))
-	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
-		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s: %v", ConfigPath, err)}
+	if doc.Kind != 0 {
+		if err := doc.Decode(&c); err != nil {
+			return bad(yamlError(err))
+		}
 	}
+	var errs []ConfigError
 	if err := c.Execution.validate(); err != nil {
-		return FetchedConfig{Found: true, ParseError: fmt.Sprintf("%s: %v", ConfigPath, err)}
+		errs = append(errs, ConfigError{Line: lineOf(&doc, "execution.mode"), Key: "execution.mode", Problem: err.Error(), Allowed: "auto, always, never"})
+	}
+	if len(c.Validation.Env) > MaxRepoEnvEntries {
+		errs = append(errs, ConfigError{Line: lineOf(&doc, "validation.env"), Key: "validation.env",
+			Problem: fmt.Sprintf("%d variables, over the limit of %d", len(c.Validation.Env), MaxRepoEnvEntries)})
+	}
+	for _, k := range slices.Sorted(maps.Keys(c.Validation.Env)) {
+		if why := validation.CheckStepEnv(k, c.Validation.Env[k], MaxRepoEnvValueBytes); why != "" {
+			errs = append(errs, ConfigError{Line: lineOf(&doc, "validation.env."+k), Key: "validation.env." + k, Problem: why,
+				Allowed: "non-secret variables for the steps, such as FORCE_COLOR or NODE_OPTIONS"})
+		}
+	}
+	if len(errs) > 0 {
+		return bad(errs...)
 	}
 	return FetchedConfig{Config: c, Found: true}
+}
+
+// yamlLine finds yaml.v3's "line N: " prefix.
+var yamlLine = regexp.MustCompile(`^yaml: line (\d+): (.*)$`)
+
+// yamlError turns a YAML syntax error into a ConfigError.
+func yamlError(err error) ConfigError {
+	msg := err.Error()
+	if m := yamlLine.FindStringSubmatch(msg); m != nil {
+		n, _ := strconv.Atoi(m[1])
+		return ConfigError{Line: n, Problem: "not valid YAML: " + m[2]}
+	}
+	return ConfigError{Problem: "not valid YAML: " + strings.TrimPrefix(msg, "yaml: ")}
 }
 
 // MergeValidation is mergeValidationConfig: the worker defaults spread over
@@ -105,6 +177,7 @@ func MergeValidation(worker, run ValidationConfig) ValidationConfig {
 		Provider: firstNonEmpty(run.Crabbox.Provider, worker.Crabbox.Provider),
 		Class:    firstNonEmpty(run.Crabbox.Class, worker.Crabbox.Class),
 	}
+	out.Env = run.Env
 	out.E2B = E2BConfig{
 		Template:  firstNonEmpty(run.E2B.Template, worker.E2B.Template),
 		TimeoutMs: firstNonZero(run.E2B.TimeoutMs, worker.E2B.TimeoutMs),

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -50,41 +51,83 @@ func TestMergeValidation(t *testing.T) {
 }
 
 func TestParseRepoConfig(t *testing.T) {
-	good := ParseRepoConfig([]byte("validation:\n  provider: e2b\n  e2b:\n    template: node20\nexecution:\n  mode: always\n  branches: [main, 'release/*']\nreview:\n  requestChanges: true\n"))
-	if good.ParseError != "" {
-		t.Fatalf("ParseError = %q", good.ParseError)
+	good := ParseRepoConfig([]byte("validation:\n  provider: e2b\n  e2b:\n    template: node20\n  env:\n    FORCE_COLOR: 1\n    NODE_OPTIONS: --max-old-space-size=2048\nexecution:\n  mode: always\n  branches: [main, 'release/*']\nreview:\n  requestChanges: true\n"))
+	if len(good.Errors) != 0 {
+		t.Fatalf("Errors = %q", good.Problems())
 	}
 	want := RepoConfig{
-		Validation: ValidationConfig{Provider: "e2b", E2B: E2BConfig{Template: "node20"}},
-		Execution:  ExecutionPolicy{Mode: ModeAlways, Branches: []string{"main", "release/*"}},
-		Review:     ReviewConfig{RequestChanges: true},
+		Validation: ValidationConfig{Provider: "e2b", E2B: E2BConfig{Template: "node20"},
+			Env: map[string]string{"FORCE_COLOR": "1", "NODE_OPTIONS": "--max-old-space-size=2048"}},
+		Execution: ExecutionPolicy{Mode: ModeAlways, Branches: []string{"main", "release/*"}},
+		Review:    ReviewConfig{RequestChanges: true},
 	}
 	if diff := cmp.Diff(want, good.Config); diff != "" {
 		t.Errorf("config (-want +got):\n%s", diff)
 	}
 
-	for name, in := range map[string]string{
-		"unknown key":   "validation:\n  providr: e2b\n",
-		"bad mode":      "execution:\n  mode: sometimes\n",
-		"not yaml":      "validation: [unclosed\n",
-		"wrong type":    "execution:\n  branches: 5\n",
-		"over the size": "# " + strings.Repeat("x", MaxConfigBytes) + "\n",
+	// Each problem is reported with its line, its key and what is
+	// allowed, never with a Go type name.
+	for _, tt := range []struct {
+		name, in string
+		want     []string
+	}{
+		{"unknown key", "validation:\n  providr: e2b\n", []string{"line 2, validation.providr: unknown key (did you mean provider?)", "allowed: provider, codeChangesOnly, crabbox, e2b, env"}},
+		{"typo in a mode", "execution:\n  mode: nevr\n", []string{"line 2, execution.mode:", `"nevr" is not one of auto, always, never`}},
+		{"not yaml", "validation: [unclosed\n", []string{"not valid YAML"}},
+		{"list wanted", "execution:\n  branches: 5\n", []string{"line 2, execution.branches: expected a list"}},
+		{"bool wanted", "review:\n  drafts: yes please\n", []string{"line 2, review.drafts: expected true or false, found \"yes please\""}},
+		{"number wanted", "validation:\n  e2b:\n    timeoutMs: soon\n", []string{"line 3, validation.e2b.timeoutMs: expected a whole number"}},
+		{"secret env", "validation:\n  env:\n    NPM_TOKEN: abc\n", []string{"line 3, validation.env.NPM_TOKEN: NPM_TOKEN looks like a secret"}},
+		{"reserved env", "validation:\n  env:\n    PATH: /tmp\n", []string{"validation.env.PATH: PATH is set by gilf itself"}},
+		{"env value cap", "validation:\n  env:\n    BIG: " + strings.Repeat("x", MaxRepoEnvValueBytes+1) + "\n", []string{"over the 4096-byte limit"}},
+		{"section not a mapping", "execution: never\n", []string{"line 1, execution: expected a mapping of keys"}},
+		{"two documents", "review: {}\n---\nreview: {}\n", []string{"more than one YAML document"}},
+		{"over the size", "# " + strings.Repeat("x", MaxConfigBytes) + "\n", []string{"over the 65536-byte limit"}},
 	} {
-		t.Run(name, func(t *testing.T) {
-			if got := ParseRepoConfig([]byte(in)); got.ParseError == "" || !got.Found {
-				t.Errorf("ParseRepoConfig accepted %s: %+v", name, got)
+		t.Run(tt.name, func(t *testing.T) {
+			got := ParseRepoConfig([]byte(tt.in))
+			msg := got.Problems()
+			if len(got.Errors) == 0 || !got.Found {
+				t.Fatalf("ParseRepoConfig accepted it: %+v", got)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(msg, w) {
+					t.Errorf("problems %q do not say %q", msg, w)
+				}
+			}
+			if strings.Contains(msg, "review.") && strings.Contains(msg, "Config") || strings.Contains(msg, "!!") {
+				t.Errorf("problems %q quote Go or YAML internals", msg)
 			}
 		})
 	}
-	if got := ParseRepoConfig(nil); got.ParseError != "" {
-		t.Errorf("empty file: ParseError = %q", got.ParseError)
+	at := "validation:\n  env:\n    OK: " + strings.Repeat("x", MaxRepoEnvValueBytes) + "\n"
+	if got := ParseRepoConfig([]byte(at)); len(got.Errors) != 0 {
+		t.Errorf("a value of exactly MaxRepoEnvValueBytes refused: %s", got.Problems())
 	}
-	at := "# " + strings.Repeat("x", MaxConfigBytes-3) + "\n"
+	var many strings.Builder
+	many.WriteString("validation:\n  env:\n")
+	for i := range MaxRepoEnvEntries + 1 {
+		fmt.Fprintf(&many, "    V%d: x\n", i)
+	}
+	if got := ParseRepoConfig([]byte(many.String())); !strings.Contains(got.Problems(), "65 variables, over the limit of 64") {
+		t.Errorf("MaxRepoEnvEntries+1 variables: %q", got.Problems())
+	}
+	if got := ParseRepoConfig(nil); len(got.Errors) != 0 {
+		t.Errorf("empty file: %s", got.Problems())
+	}
+	at = "# " + strings.Repeat("x", MaxConfigBytes-3) + "\n"
 	if len(at) != MaxConfigBytes {
 		t.Fatalf("fixture is %d bytes", len(at))
 	}
-	if got := ParseRepoConfig([]byte(at)); got.ParseError != "" {
-		t.Errorf("file of exactly MaxConfigBytes refused: %s", got.ParseError)
+	if got := ParseRepoConfig([]byte(at)); len(got.Errors) != 0 {
+		t.Errorf("file of exactly MaxConfigBytes refused: %s", got.Problems())
+	}
+	var bad strings.Builder
+	for i := range MaxConfigErrors + 5 {
+		fmt.Fprintf(&bad, "k%d: 1\n", i)
+	}
+	if got := ParseRepoConfig([]byte(bad.String())); len(got.Errors) != MaxConfigErrors+5 || !strings.HasSuffix(got.Problems(), "… and 5 more") {
+		t.Errorf("%d errors; problems end %q", len(got.Errors), got.Problems()[max(0, len(got.Problems())-40):])
 	}
 }
 

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
@@ -27,6 +29,19 @@ type Job struct {
 	Number         int
 	HeadSHA        string
 	Attempt        int
+	// Rerun counts the re-runs asked for this head (GitHub's Re-run
+	// button): each one publishes anew under its own PublicationID.
+	Rerun int
+}
+
+// PublicationID is what identifies this run of the job on GitHub: the
+// check run's external_id and the hidden marker in the summary. A re-run
+// gets a new one, so what an earlier run posted is not taken as its own.
+func (j Job) PublicationID() string {
+	if j.Rerun == 0 {
+		return fmt.Sprint(j.ID)
+	}
+	return fmt.Sprintf("%d.%d", j.ID, j.Rerun)
 }
 
 // FullName is owner/repo.
@@ -63,9 +78,32 @@ type Publication struct {
 	HeadSHA    string
 	Body       string // includes the hidden job marker
 	Event      string // COMMENT or REQUEST_CHANGES
-	Conclusion string // success, failure, neutral, action_required
+	Conclusion string // success, failure, neutral, action_required, skipped
 	Title      string
-	Summary    string
+	// Summary is the check run's summary: the verdict and the first
+	// failure; Text its details (the excerpts and the record).
+	Summary string
+	Text    string
+	// Annotations are the check run's, in the order to send them.
+	Annotations []Annotation
+	// AnnotationsOmitted counts those over MaxAnnotations, said in the
+	// summary.
+	AnnotationsOmitted int
+	// DetailsURL is the dashboard's page of the run, "" when none.
+	DetailsURL string
+	// NoReview completes the check run only: nothing is added to the
+	// pull request's conversation (a draft that is not validated).
+	NoReview bool
+}
+
+// Annotation is one check-run annotation: a line of a file of the
+// repository, with what a tool said about it.
+type Annotation struct {
+	Path                   string
+	StartLine, EndLine     int
+	StartColumn, EndColumn int
+	Level                  string // failure, warning, notice
+	Title, Message         string
 }
 
 // Publisher posts a review and a check run, idempotently: a retry finds
@@ -81,6 +119,7 @@ const (
 	ConclusionFailure        = "failure"
 	ConclusionNeutral        = "neutral"
 	ConclusionActionRequired = "action_required"
+	ConclusionSkipped        = "skipped"
 )
 
 // ConclusionFor maps an outcome to its check-run conclusion.
@@ -145,6 +184,15 @@ type Pipeline struct {
 	Lanes       Lanes
 	Hooks       Hooks
 	Logger      *slog.Logger
+	// DetailsURL, when set, is the dashboard's page of a job: the check
+	// run's details_url.
+	DetailsURL func(Job) string
+	// Internals are the worker's own paths (its data directory), withheld
+	// from what is posted besides WorkDir.
+	Internals []string
+	// OperatorErrors, when set, counts the runs that ended as the
+	// operator's misconfiguration (validation.OperatorCode), by code.
+	OperatorErrors func(validation.Code)
 }
 
 // Result is what one job produced.
@@ -187,16 +235,35 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		log.Info("head moved on before validation", "current_head", pr.HeadSHA)
 		return Result{Record: NewRecord(RecordInput{Skipped: "the pull request head moved on to " + pr.HeadSHA + " before validation started"}), Stale: true}, nil
 	}
-	v, err := p.validate(ctx, j, pr)
+	base := CheckProgress{HeadSHA: j.HeadSHA, DetailsURL: p.detailsURL(j)}
+	if pp, ok := p.Publisher.(ProgressPublisher); ok {
+		q := base
+		q.Status, q.Title = StatusQueued, "gilf validation: queued"
+		q.Summary = "gilf is reading the pull request and its configuration."
+		if err := pp.Progress(ctx, j, q); err != nil {
+			log.Warn("check run not created as queued", "err", err)
+		}
+	}
+	v, err := p.validate(ctx, j, pr, base)
 	if err != nil {
 		return Result{}, err
 	}
 	res := Result{Record: v.rec, Shadow: v.shadow}
+	if ref := res.Record.Refusal; ref != nil && res.Record.Outcome == validation.OutcomeError {
+		log.Error("gilf is not set up to validate this pull request; the operator must act", "refusal_code", ref.Code, "detail", ref.Msg)
+		if p.OperatorErrors != nil {
+			p.OperatorErrors(ref.Code)
+		}
+	}
 	opts := RenderOptions{}
 	if p.Hooks != nil {
 		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res, &opts)
 	}
-	opts.JobID = fmt.Sprint(j.ID)
+	opts.JobID = j.PublicationID()
+	opts.Internals = p.internals()
+	if w := res.Record.SecretsWithheld; len(w) > 0 {
+		log.Info("worker secrets kept out of the sandbox", "names", w)
+	}
 	var leak validation.ControlDecision
 	res.Body, leak = GuardOutput(Render(res.Record, opts), p.Secrets)
 	res.Record.Controls = append(res.Record.Controls, leak)
@@ -218,14 +285,30 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if v.requestChanges && res.Record.Outcome == validation.OutcomeFailed {
 		cfgEvent = "REQUEST_CHANGES"
 	}
+	annotations, omitted := capAnnotations(v.annotations, MaxAnnotations)
+	textOpts := opts
+	textOpts.JobID = ""
 	pub := Publication{
 		HeadSHA: j.HeadSHA, Body: res.Body, Event: cfgEvent,
-		Conclusion: ConclusionFor(res.Record.Outcome),
-		Title:      Verdict(res.Record),
-		Summary:    res.Record.Reason,
+		Conclusion:  ConclusionFor(res.Record.Outcome),
+		Title:       Verdict(res.Record),
+		Summary:     CheckSummary(res.Record, opts, len(annotations), omitted),
+		Text:        Render(res.Record, textOpts),
+		Annotations: annotations, AnnotationsOmitted: omitted,
+		DetailsURL: base.DetailsURL,
+		NoReview:   v.noReview,
+	}
+	if v.noReview {
+		pub.Conclusion = ConclusionSkipped
 	}
 	pub.Title, _ = GuardOutput(pub.Title, p.Secrets)
 	pub.Summary, _ = GuardOutput(pub.Summary, p.Secrets)
+	pub.Text, _ = GuardOutput(pub.Text, p.Secrets)
+	for i := range pub.Annotations {
+		a := &pub.Annotations[i]
+		a.Title, _ = GuardOutput(a.Title, p.Secrets)
+		a.Message, _ = GuardOutput(a.Message, p.Secrets)
+	}
 	if err := p.Publisher.Publish(ctx, j, pub); err != nil {
 		if errors.Is(err, ErrStaleHead) {
 			res.Stale = true
@@ -238,15 +321,45 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	return res, nil
 }
 
+func (p *Pipeline) internals() []string {
+	out := slices.Clone(p.Internals)
+	if abs, err := filepath.Abs(p.WorkDir); err == nil && p.WorkDir != "" {
+		out = append(out, abs)
+	}
+	// Longest first, so a path inside another is withheld whole.
+	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
+	return out
+}
+
+// detailsURL is the dashboard's page of the job, "" without a dashboard.
+func (p *Pipeline) detailsURL(j Job) string {
+	if p.DetailsURL == nil {
+		return ""
+	}
+	return p.DetailsURL(j)
+}
+
 // validated is what validate produced.
 type validated struct {
 	rec            validation.Record
 	shadow         *ShadowReport
 	requestChanges bool
+	// annotations are what the failed steps' output points at in the
+	// checkout, found while it still existed.
+	annotations []Annotation
+	// noReview: only the check run says what happened (a draft).
+	noReview bool
+}
+
+// refuse ends validation with ref before anything ran; it returns nil so
+// a caller can return v, v.refuse(…).
+func (v *validated) refuse(ref *validation.Refusal) error {
+	v.rec = NewRecord(RecordInput{Refusal: ref})
+	return nil
 }
 
 // validate runs everything between the pull request and the record.
-func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error) {
+func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgress) (validated, error) {
 	var v validated
 	files, err := p.PRs.ChangedFiles(ctx, j)
 	if err != nil {
@@ -260,11 +373,13 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 	var repoCfg RepoConfig
 	if found {
 		fc := ParseRepoConfig(cfgBytes)
-		if fc.ParseError != "" {
-			notes = append(notes, "repository config ignored: "+fc.ParseError)
-		} else {
-			repoCfg = fc.Config
+		if len(fc.Errors) > 0 {
+			// Loud, and nothing runs: defaults the file did not mean
+			// could run what it meant to switch off.
+			return v, v.refuse(validation.Refuse(validation.CodeRepoConfigInvalid,
+				"%s on %s is invalid, so nothing was run: %s", ConfigPath, pr.BaseRef, fc.Problems()))
 		}
+		repoCfg = fc.Config
 	}
 	v.requestChanges = repoCfg.Review.RequestChanges
 	merged := MergeValidation(p.Worker, repoCfg.Validation)
@@ -276,7 +391,8 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 	}
 	skip := func(reason string) (validated, error) { return done(RecordInput{Skipped: reason}) }
 	if pr.Draft && !p.Drafts && !repoCfg.Review.Drafts {
-		return skip("the pull request is a draft; drafts are not validated unless configured")
+		v.noReview = true
+		return skip("the pull request is a draft; drafts are not validated unless review.drafts is true in " + ConfigPath)
 	}
 	if run, why := repoCfg.Execution.Decide(PRFacts{BaseRef: pr.BaseRef, Author: pr.Author, Labels: pr.Labels, Files: files, Draft: pr.Draft}); !run {
 		return skip("execution policy: " + why)
@@ -320,6 +436,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 		return v, fmt.Errorf("check out %s: %w", j.HeadSHA, err)
 	}
 	plan := validation.BuildPlan(root, p.PlanOptions)
+	plan.Env = merged.Env
 	req := executors.Request{
 		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
 		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA},
@@ -331,12 +448,27 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR) (validated, error
 	if plan.Gap != nil {
 		return done(RecordInput{Plan: plan, Executor: exec.Name()})
 	}
+	if pp, ok := p.Publisher.(ProgressPublisher); ok {
+		rep := newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
+		rep.steps = plan.Steps
+		rep.base.StartedAt = time.Now()
+		st := rep.base
+		st.Status, st.Title = StatusInProgress, "gilf validation: running"
+		st.Summary = fmt.Sprintf("Validation started on %s.", code(exec.Name()))
+		rep.base.Title = st.Title
+		rep.send(st)
+		req.Progress = rep.started
+		defer rep.close()
+	}
 	if p.Lanes != nil {
 		res, runErr, sh := p.Lanes.Run(ctx, exec, req)
 		v.shadow = sh
 		v.rec, err = recordFromRun(plan, exec, res, runErr, notes)
 	} else {
 		v.rec, err = Validate(ctx, exec, req, notes)
+	}
+	if err == nil {
+		v.annotations = explain(&v.rec, root, files)
 	}
 	return v, err
 }

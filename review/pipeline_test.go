@@ -3,9 +3,11 @@ package review
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,6 +30,23 @@ type fakeGitHub struct {
 	reads    int
 	posted   []Publication
 	postErr  error
+	// tree are more files of the head, by slash path.
+	tree map[string]string
+	// progress records check-run progress when set (a ProgressPublisher).
+	progress *[]CheckProgress
+}
+
+// progressGitHub is a fakeGitHub whose publisher also shows progress.
+type progressGitHub struct{ *fakeGitHub }
+
+func (g progressGitHub) Progress(ctx context.Context, j Job, p CheckProgress) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.posted) > 0 {
+		return errors.New("progress after the check run completed")
+	}
+	*g.progress = append(*g.progress, p)
+	return nil
 }
 
 func (g *fakeGitHub) PullRequest(ctx context.Context, j Job) (PR, error) {
@@ -59,6 +78,15 @@ func (g *fakeGitHub) Checkout(ctx context.Context, j Job, sha, dst string) (stri
 	}
 	if g.manifest != "" {
 		if err := os.WriteFile(filepath.Join(root, "package.json"), []byte(g.manifest), 0o644); err != nil {
+			return "", err
+		}
+	}
+	for name, body := range g.tree {
+		p := filepath.Join(root, filepath.FromSlash(name))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return "", err
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 			return "", err
 		}
 	}
@@ -100,6 +128,8 @@ func TestPipelineEndings(t *testing.T) {
 		wantEvent      string
 		wantStale      bool
 		wantInBody     string
+		wantOperator   validation.Code
+		wantNoReview   bool
 	}{
 		{
 			name: "no installation is refused, nothing posted", job: Job{ID: 1, Owner: "o", Repo: "r", HeadSHA: head},
@@ -110,8 +140,14 @@ func TestPipelineEndings(t *testing.T) {
 			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionNeutral, wantInBody: "docs-only",
 		},
 		{
-			name: "draft is skipped", gh: fakeGitHub{pr: PR{HeadSHA: head, Draft: true}, files: code},
-			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionNeutral, wantInBody: "draft",
+			name: "draft is skipped: the check run says so, no review", gh: fakeGitHub{pr: PR{HeadSHA: head, Draft: true}, files: code},
+			wantOutcome: validation.OutcomeSkipped, wantConclusion: ConclusionSkipped, wantInBody: "draft", wantNoReview: true,
+		},
+		{
+			name: "draft validated when the repository says review.drafts", gh: fakeGitHub{pr: PR{HeadSHA: head, Draft: true}, files: code,
+				manifest: `{"scripts":{"test":"node t.js"}}`, config: "review:\n  drafts: true\n"},
+			set:         executors.Set{failing},
+			wantOutcome: validation.OutcomeFailed, wantConclusion: ConclusionFailure,
 		},
 		{
 			name: "execution never is skipped", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, config: "execution:\n  mode: never\n"},
@@ -122,9 +158,16 @@ func TestPipelineEndings(t *testing.T) {
 			wantOutcome: validation.OutcomeRefused, wantConclusion: ConclusionActionRequired,
 		},
 		{
-			name: "unconfigured executor is refused, never run elsewhere", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`},
+			name: "unconfigured executor is gilf's error, never run elsewhere", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`},
 			set:         executors.Set{&executortest.Fake{ExecName: executors.NameLocal}},
-			wantOutcome: validation.OutcomeRefused, wantConclusion: ConclusionActionRequired, wantInBody: "executor_unconfigured",
+			wantOutcome: validation.OutcomeError, wantConclusion: ConclusionNeutral, wantInBody: "The operator of this gilf installation must act",
+			wantOperator: validation.CodeExecutorUnconfigured,
+		},
+		{
+			name: "an invalid config runs nothing and says where", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code, manifest: `{"scripts":{"test":"node t.js"}}`,
+				config: "execution:\n  mode: nevr\n"},
+			set:         executors.Set{failing},
+			wantOutcome: validation.OutcomeRefused, wantConclusion: ConclusionActionRequired, wantInBody: "line 2, execution.mode",
 		},
 		{
 			name: "no manifest is a gap", gh: fakeGitHub{pr: PR{HeadSHA: head}, files: code},
@@ -156,12 +199,17 @@ func TestPipelineEndings(t *testing.T) {
 				job = Job{ID: 9, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head}
 			}
 			p := newTestPipeline(t, &tt.gh, tt.set)
+			var operator []validation.Code
+			p.OperatorErrors = func(c validation.Code) { operator = append(operator, c) }
 			res, err := p.Run(context.Background(), job)
 			if err != nil {
 				t.Fatalf("Run: %v", err)
 			}
 			if res.Record.Outcome != tt.wantOutcome {
 				t.Fatalf("outcome %s (%s), want %s", res.Record.Outcome, res.Record.Reason, tt.wantOutcome)
+			}
+			if tt.wantOperator != "" && (len(operator) != 1 || operator[0] != tt.wantOperator) || tt.wantOperator == "" && len(operator) != 0 {
+				t.Errorf("operator errors counted %v, want [%s]", operator, tt.wantOperator)
 			}
 			if res.Stale != tt.wantStale {
 				t.Errorf("stale = %v, want %v", res.Stale, tt.wantStale)
@@ -176,6 +224,9 @@ func TestPipelineEndings(t *testing.T) {
 				t.Fatalf("posted %d times, want once", len(tt.gh.posted))
 			}
 			got := tt.gh.posted[0]
+			if got.NoReview != tt.wantNoReview {
+				t.Errorf("NoReview = %v, want %v", got.NoReview, tt.wantNoReview)
+			}
 			if got.Conclusion != tt.wantConclusion || got.HeadSHA != head {
 				t.Errorf("posted conclusion %s for %s, want %s", got.Conclusion, got.HeadSHA, tt.wantConclusion)
 			}
@@ -224,5 +275,83 @@ func TestPipelinePassesRunConfig(t *testing.T) {
 	want := executors.RunConfig{CrabboxProvider: "aws", CrabboxClass: "large", E2BTemplate: "node-22", E2BTimeout: time.Minute}
 	if reqs[0].Run != want {
 		t.Errorf("run config %+v, want %+v", reqs[0].Run, want)
+	}
+}
+
+// The check run is created queued, moves to in_progress with started_at
+// and names each step as it starts, before it completes with the first
+// failure in its summary and annotations at the failing lines of files
+// that exist in the checkout — changed files first.
+func TestPipelineCheckRunLifecycle(t *testing.T) {
+	tscOut := "lib/old.ts(1,1): error TS1005: ';' expected.\n" +
+		"src/a.ts(3,7): error TS2322: Type 'string' is not assignable to type 'number'.\n" +
+		"src/gone.ts(9,1): error TS2304: Cannot find name 'x'.\n"
+	exec := &executortest.Fake{ExecName: executors.NameManagedE2B, Steps: map[string]executortest.Script{
+		validation.StepTypecheck: {Status: validation.StatusFailed, Exit: 2, Output: tscOut},
+	}}
+	var progress []CheckProgress
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "src/a.ts"}},
+		manifest: `{"scripts":{"typecheck":"tsc --noEmit","test":"node t.js"}}`,
+		tree:     map[string]string{"src/a.ts": "x\ny\nconst n: number = 's'\n", "lib/old.ts": "x"},
+		progress: &progress}
+	p := newTestPipeline(t, g, executors.Set{exec})
+	p.Publisher = progressGitHub{g}
+	p.DetailsURL = func(j Job) string { return "https://gilf.example/dashboard/jobs/" + j.PublicationID() }
+	res, err := p.Run(context.Background(), Job{ID: 4, Rerun: 2, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Record.Outcome != validation.OutcomeFailed {
+		t.Fatalf("outcome %s", res.Record.Outcome)
+	}
+	var statuses []string
+	for _, pr := range progress {
+		statuses = append(statuses, pr.Status)
+		if pr.DetailsURL != "https://gilf.example/dashboard/jobs/4.2" || pr.HeadSHA != head {
+			t.Errorf("progress %+v lacks the head or the details URL", pr)
+		}
+	}
+	if len(statuses) < 2 || statuses[0] != StatusQueued || statuses[1] != StatusInProgress {
+		t.Fatalf("progress statuses %v, want queued then in_progress", statuses)
+	}
+	last := progress[len(progress)-1]
+	if last.StartedAt.IsZero() || !strings.Contains(last.Summary, "running") {
+		t.Errorf("last progress %+v: want started_at and the running step", last)
+	}
+	if len(g.posted) != 1 {
+		t.Fatalf("posted %d", len(g.posted))
+	}
+	pub := g.posted[0]
+	if !strings.Contains(pub.Body, "<!-- gilf:job=4.2 -->") {
+		t.Errorf("the body carries no marker of this re-run")
+	}
+	if !strings.Contains(pub.Summary, "First failure") || !strings.Contains(pub.Summary, "TS1005") {
+		t.Errorf("summary does not open on the first failure:\n%s", pub.Summary)
+	}
+	if pub.Text == "" || strings.Contains(pub.Text, "gilf:job=") {
+		t.Errorf("text is empty or carries the marker")
+	}
+	var at []string
+	for _, a := range pub.Annotations {
+		at = append(at, fmt.Sprintf("%s:%d %s", a.Path, a.StartLine, a.Level))
+	}
+	if want := []string{"src/a.ts:3 failure", "lib/old.ts:1 failure"}; !slices.Equal(at, want) {
+		t.Errorf("annotations %v, want %v (changed file first, no missing file)", at, want)
+	}
+	if pub.DetailsURL != "https://gilf.example/dashboard/jobs/4.2" {
+		t.Errorf("details url %q", pub.DetailsURL)
+	}
+}
+
+// A repository's validation.env reaches the plan the executor runs.
+func TestPipelinePassesRepoEnv(t *testing.T) {
+	fake := &executortest.Fake{ExecName: executors.NameManagedE2B}
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "index.js"}}, manifest: `{"scripts":{"test":"node t.js"}}`,
+		config: "validation:\n  env:\n    FORCE_COLOR: \"0\"\n"}
+	if _, err := newTestPipeline(t, g, executors.Set{fake}).Run(context.Background(), Job{ID: 1, InstallationID: 2, Owner: "o", Repo: "r", Number: 3, HeadSHA: head}); err != nil {
+		t.Fatal(err)
+	}
+	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Plan.Env["FORCE_COLOR"] != "0" {
+		t.Errorf("plan env not passed: %+v", reqs)
 	}
 }

@@ -22,9 +22,12 @@ const MaxBodyChars = 60000
 const (
 	// DefaultFindingBodyChars is the most of one finding's body shown.
 	DefaultFindingBodyChars = 20000
-	// DefaultStepOutputChars is the most of one step's output shown in
-	// the record (the output of failed steps is in their findings).
+	// DefaultStepOutputChars is the most of one passing step's output
+	// shown, folded, in the record.
 	DefaultStepOutputChars = 3000
+	// DefaultFailedStepOutputChars is the most of the whole output of a
+	// step that did not pass shown, folded, after its finding's excerpt.
+	DefaultFailedStepOutputChars = 20000
 	// minFindingBodyChars is where cutting finding bodies stops and
 	// cutting step output starts.
 	minFindingBodyChars = 600
@@ -68,6 +71,13 @@ type RenderOptions struct {
 	Notes []string
 	// MaxChars overrides MaxBodyChars when positive and smaller.
 	MaxChars int
+	// Internals are the worker's own paths (its data and work
+	// directories), withheld from what is posted (publicRecord).
+	Internals []string
+	// Operator renders for the operator (gilf validate), not for a pull
+	// request: the worker's settings, paths and secret names are shown,
+	// and an operator error says what to change.
+	Operator bool
 }
 
 // limits are the per-block sizes of one rendering attempt, with the
@@ -75,6 +85,7 @@ type RenderOptions struct {
 type limits struct {
 	finding int
 	output  int
+	failed  int      // output of a step that did not pass
 	bodies  []string // sanitized finding bodies, by index
 	outputs []string // sanitized step output, by index
 }
@@ -88,12 +99,15 @@ func Render(rec validation.Record, opts RenderOptions) string {
 	if opts.MaxChars > 0 && opts.MaxChars < maxChars {
 		maxChars = opts.MaxChars
 	}
-	lim := limits{finding: DefaultFindingBodyChars, output: DefaultStepOutputChars}
+	if !opts.Operator {
+		rec = publicRecord(rec, opts.Internals)
+	}
+	lim := limits{finding: DefaultFindingBodyChars, output: DefaultStepOutputChars, failed: DefaultFailedStepOutputChars}
 	for _, f := range rec.Findings {
-		lim.bodies = append(lim.bodies, sanitize(f.Body))
+		lim.bodies = append(lim.bodies, sanitizeOutput(f.Body))
 	}
 	for _, st := range rec.Steps {
-		lim.outputs = append(lim.outputs, sanitize(outputText(st.Output)))
+		lim.outputs = append(lim.outputs, sanitizeOutput(outputText(st.Output)))
 	}
 	for {
 		body := render(rec, opts, lim)
@@ -103,6 +117,11 @@ func Render(rec validation.Record, opts RenderOptions) string {
 		switch {
 		case lim.finding > minFindingBodyChars:
 			lim.finding = max(minFindingBodyChars, lim.finding/2)
+		case lim.failed > 0:
+			lim.failed /= 2
+			if lim.failed < minStepOutputChars {
+				lim.failed = 0
+			}
 		case lim.output > 0:
 			lim.output /= 2
 			if lim.output < minStepOutputChars {
@@ -120,7 +139,7 @@ func render(rec validation.Record, opts RenderOptions, lim limits) string {
 		fmt.Fprintf(&b, "<!-- gilf:job=%s -->\n", id)
 	}
 	b.WriteString("## " + Verdict(rec) + "\n\n")
-	writeSummary(&b, rec)
+	writeSummary(&b, rec, opts.Operator)
 	writeFindings(&b, rec, opts, lim)
 	writeRecord(&b, rec, opts, lim)
 	writeCosts(&b, opts.Costs)
@@ -152,6 +171,9 @@ func verdict(rec validation.Record) string {
 	case validation.OutcomeInconclusive:
 		return "❔ inconclusive — nothing was proven"
 	case validation.OutcomeError:
+		if rec.Refusal != nil {
+			return "⚠️ not validated — gilf is not set up here"
+		}
 		return "⚠️ not validated — infrastructure error"
 	}
 	return "❔ not validated — unknown outcome " + safeMarker(string(rec.Outcome))
@@ -178,11 +200,13 @@ func gapWords(r validation.GapReason) string {
 	return "there is nothing to run"
 }
 
-func writeSummary(b *strings.Builder, rec validation.Record) {
+func writeSummary(b *strings.Builder, rec validation.Record, operator bool) {
 	switch rec.Outcome {
 	case validation.OutcomePassed, validation.OutcomeFailed:
 		b.WriteString(stepSummary(rec.Steps) + "\n\n")
-		if rec.Reason != "" {
+		// A failed run's reason names the first failed step, which the
+		// summary line above already names with the rest.
+		if rec.Reason != "" && rec.Outcome != validation.OutcomeFailed {
 			b.WriteString(prose(rec.Reason) + "\n\n")
 		}
 		return
@@ -203,6 +227,21 @@ func writeSummary(b *strings.Builder, rec validation.Record) {
 			why = prose(rec.Refusal.Msg) + " (" + code(string(rec.Refusal.Code)) + ")"
 		}
 		b.WriteString("**Why:** " + why + "\n\n")
+	case validation.OutcomeError:
+		if rec.Refusal != nil && operator {
+			b.WriteString("**Why:** this worker is not set up to validate: " + prose(rec.Refusal.Msg) + " (" + code(string(rec.Refusal.Code)) + ").\n\n")
+			return
+		}
+		if rec.Refusal != nil {
+			// The operator's misconfiguration: the detail (which setting)
+			// is in the worker's log, never on the pull request.
+			b.WriteString("**Why:** gilf is not set up to validate pull requests here (" + code(string(rec.Refusal.Code)) + "). " +
+				"The operator of this gilf installation must act; this says nothing about the pull request, and nothing of it was run.\n\n")
+			return
+		}
+		if rec.Reason != "" {
+			b.WriteString("**Why:** " + prose(rec.Reason) + "\n\n")
+		}
 	default:
 		if rec.Reason != "" {
 			b.WriteString("**Why:** " + prose(rec.Reason) + "\n\n")
@@ -453,4 +492,57 @@ func hardCut(body string, limit int) string {
 	}
 	b.WriteString(tail)
 	return b.String()
+}
+
+// CheckSummaryFailureChars is the most of the first failure the check
+// run's summary quotes; the rest is in its text and the review.
+const CheckSummaryFailureChars = 4000
+
+// CheckSummary is the check run's summary: what ran, then the first
+// failure from its beginning, and how many annotations point at the
+// files (and how many more were left out).
+func CheckSummary(rec validation.Record, opts RenderOptions, annotations, omitted int) string {
+	rec = publicRecord(rec, opts.Internals)
+	var b strings.Builder
+	writeSummary(&b, rec, false)
+	for _, f := range rec.Findings {
+		if !f.ExecutionClaim {
+			continue
+		}
+		b.WriteString("**First failure:** " + prose(f.Title))
+		if f.Path != "" {
+			b.WriteString(" — " + code(f.Path))
+		}
+		b.WriteString("\n\n")
+		if f.Body != "" {
+			body, cut := headCut(sanitize(f.Body), CheckSummaryFailureChars)
+			b.WriteString(fence(body))
+			if cut {
+				b.WriteString("\n_The rest is in the details below and in the review._\n")
+			}
+			b.WriteString("\n")
+		}
+		break
+	}
+	if annotations > 0 {
+		fmt.Fprintf(&b, "%d %s on the files below.", annotations, plural(annotations, "annotation", "annotations"))
+		if omitted > 0 {
+			fmt.Fprintf(&b, " %d more were found and not annotated (the limit is %d).", omitted, MaxAnnotations)
+		}
+		b.WriteString("\n")
+	}
+	return b.String()
+}
+
+// headCut keeps the beginning of s, at most limit bytes, ending on a
+// whole line when one ends close to the limit.
+func headCut(s string, limit int) (string, bool) {
+	if len(s) <= limit {
+		return s, false
+	}
+	cut := runeStart(s, limit)
+	if nl := strings.LastIndexByte(s[:cut], '\n'); nl > cut*3/4 {
+		cut = nl
+	}
+	return s[:cut], true
 }

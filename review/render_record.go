@@ -73,18 +73,29 @@ func writeRecord(b *strings.Builder, rec validation.Record, opts RenderOptions, 
 	if rec.Redactions > 0 {
 		row("Redactions", fmt.Sprintf("%d secret %s redacted from the output", rec.Redactions, plural(rec.Redactions, "value", "values")))
 	}
-	if len(rec.SecretsWithheld) > 0 {
-		names := make([]string, len(rec.SecretsWithheld))
-		for i, n := range rec.SecretsWithheld {
-			names[i] = code(n)
+	if n := len(rec.SecretsWithheld); n > 0 && opts.Operator {
+		names := make([]string, n)
+		for i, s := range rec.SecretsWithheld {
+			names[i] = code(s)
 		}
 		row("Secrets withheld", strings.Join(names, ", ")+" (names only; values never entered the sandbox)")
+	} else if n > 0 {
+		// A count: the names are the worker's, in its log and the
+		// stored record.
+		row("Secrets withheld", fmt.Sprintf("%d worker %s kept out of the sandbox", n, plural(n, "secret", "secrets")))
 	}
 	b.WriteString("\n")
 	writeSteps(b, rec.Steps)
 	writeEgress(b, rec.Steps)
 	writeOutputs(b, rec, lim)
-	writeNotes(b, append(slices.Clone(rec.Notes), opts.Notes...))
+	notes := slices.Clone(rec.Notes)
+	for _, n := range opts.Notes {
+		if !opts.Operator {
+			n = publicWords(n, opts.Internals)
+		}
+		notes = append(notes, n)
+	}
+	writeNotes(b, notes)
 	writeEvidence(b, rec.Steps, opts.Evidence)
 }
 
@@ -93,7 +104,7 @@ func platformWords(p validation.Platform) string {
 	if p.OS != "" || p.Arch != "" {
 		parts = append(parts, inline(strings.Trim(p.OS+"/"+p.Arch, "/")))
 	}
-	if p.Kernel != "" {
+	if p.Kernel != "" { // only for the operator: publicRecord leaves it out
 		parts = append(parts, "kernel "+inline(p.Kernel))
 	}
 	if p.Node != "" {
@@ -268,30 +279,29 @@ func outputWords(o validation.Output) string {
 	return w
 }
 
-// writeOutputs shows, folded, the output of steps that ran and have no
-// finding (a failed step's output is in its finding).
+// writeOutputs shows, folded, the output of every step that ran: a
+// failed step's whole output (its finding quotes the failures) within a
+// larger budget than a passing step's.
 func writeOutputs(b *strings.Builder, rec validation.Record, lim limits) {
-	inFinding := map[string]bool{}
-	for _, f := range rec.Findings {
-		if f.Body != "" {
-			inFinding[f.Step] = true
-		}
-	}
 	first := true
 	for i, s := range rec.Steps {
-		if !ran(s) || s.Output.Bytes == 0 || inFinding[s.Name] {
+		if !ran(s) || s.Output.Bytes == 0 {
 			continue
 		}
 		if first {
 			b.WriteString("#### Step output\n\n")
 			first = false
 		}
-		fmt.Fprintf(b, "<details><summary>%s output: %s</summary>\n\n", htmlText(s.Name), htmlText(outputWords(s.Output)))
-		if lim.output == 0 {
+		limit, what := lim.output, "output"
+		if badEnding(s.Status) {
+			limit, what = lim.failed, "full output"
+		}
+		fmt.Fprintf(b, "<details><summary>%s %s: %s</summary>\n\n", htmlText(s.Name), what, htmlText(outputWords(s.Output)))
+		if limit == 0 {
 			b.WriteString("_Output left out to fit the review; it is in the evidence._\n\n</details>\n\n")
 			continue
 		}
-		text, cut := cutMiddle(lim.outputs[i], lim.output)
+		text, cut := cutMiddle(lim.outputs[i], limit)
 		b.WriteString(fence(text))
 		if cut {
 			b.WriteString("\n_Truncated to fit the review._\n")

@@ -2,6 +2,7 @@ package review
 
 import (
 	"flag"
+	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -525,5 +526,91 @@ func BenchmarkRender(b *testing.B) {
 		if len(Render(rec, opts)) > MaxBodyChars {
 			b.Fatal("over budget")
 		}
+	}
+}
+
+// What is posted names no worker internals: no setting names, no host
+// paths, no kernel version, no secret names (a count stands for them).
+func TestRenderWithholdsWorkerInternals(t *testing.T) {
+	rec := validation.Record{
+		Outcome: validation.OutcomePassed, Executor: "local",
+		Platform:        validation.Platform{OS: "linux", Arch: "amd64", Kernel: "6.1.0-18-amd64", Node: "v20.20.2"},
+		SecretsWithheld: []string{"GILF_WEBHOOK_SECRET", "NPM_TOKEN"},
+		Notes:           []string{"tool mirrored from /srv/gilf-data/toolchains/pnpm into /srv/gilf-data/work/run-1", "chosen by GILF_VALIDATION_EXECUTOR"},
+		Refusal:         nil,
+		Steps:           []validation.StepResult{{Name: "test", Status: validation.StatusPassed, Reason: "see GILF_LOCAL_MIN_TIER"}},
+	}
+	body := Render(rec, RenderOptions{Internals: []string{"/srv/gilf-data"}, Notes: []string{"shadow lane off: GILF_SHADOW_EXECUTOR unset"}})
+	for _, leak := range []string{"GILF", "/srv/gilf-data", "6.1.0-18", "NPM_TOKEN", "WEBHOOK"} {
+		if strings.Contains(strings.ReplaceAll(body, `\_`, "_"), leak) {
+			t.Errorf("the review shows %q:\n%s", leak, body)
+		}
+	}
+	for _, want := range []string{"2 worker secrets kept out of the sandbox", "(worker path)/toolchains/pnpm", "chosen by a worker setting", "node v20.20.2"} {
+		if !strings.Contains(body, want) {
+			t.Errorf("the review lacks %q:\n%s", want, body)
+		}
+	}
+}
+
+// realFailures are the outputs the real tools printed on the excerpt
+// package's fixture projects (captured with colours on), with the project
+// each ran in and the step that ran it.
+var realFailures = []struct{ raw, project, step, changed string }{
+	{"jest", "jest", validation.StepTest, "sum.js"},
+	{"vitest", "vitest", validation.StepTest, "sum.js"},
+	{"node-test", "nodetest", validation.StepTest, "test/cart.test.js"},
+	{"tsc", "tsc", validation.StepTypecheck, "src/user.ts"},
+	{"eslint", "eslint", validation.StepLint, "src/cart.js"},
+}
+
+// A review rendered from each real tool's failing output, as a pull
+// request shows it: the failure first, colours gone, node_modules frames
+// folded, the step's whole output folded after.
+func TestRenderRealFailures(t *testing.T) {
+	for _, tc := range realFailures {
+		t.Run(tc.raw, func(t *testing.T) {
+			out, err := os.ReadFile(filepath.Join("..", "excerpt", "testdata", "raw", tc.raw+".txt"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			exit := 1
+			steps := []validation.StepResult{
+				{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Cwd: "/workspace", Status: validation.StatusPassed, ExitCode: new(int),
+					Output: validation.Output{Head: "added 0 packages\n", Bytes: 17}},
+				{Name: tc.step, Argv: []string{"npm", "run", tc.step}, Cwd: "/workspace", Status: validation.StatusFailed, ExitCode: &exit,
+					Output: validation.Output{Head: string(out), Bytes: int64(len(out))}},
+			}
+			rec := validation.Record{Outcome: validation.OutcomeFailed, Executor: "local", Steps: steps, Findings: validation.Findings(steps)}
+			annotations := explain(&rec, filepath.Join("..", "excerpt", "testdata", "projects", tc.project), []ChangedFile{{Name: tc.changed}})
+			got := Render(rec, RenderOptions{JobID: "7"})
+			checkBody(t, rec, got)
+			if strings.Contains(got, "\x1b") || strings.Contains(got, `\x1b`) {
+				t.Errorf("the review shows terminal escapes")
+			}
+			if len(annotations) == 0 {
+				t.Errorf("no annotation from %s's output", tc.raw)
+			}
+			var b strings.Builder
+			b.WriteString(got)
+			b.WriteString("\n<!-- annotations\n")
+			for _, a := range annotations {
+				fmt.Fprintf(&b, "%s:%d-%d %s %s: %s\n", a.Path, a.StartLine, a.EndLine, a.Level, a.Title, strings.ReplaceAll(a.Message, "\n", " ⏎ "))
+			}
+			b.WriteString("-->\n")
+			path := filepath.Join("testdata", "render", "real-"+tc.raw+".md")
+			if *updateGolden {
+				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatalf("read golden (run with -update to create): %v", err)
+			}
+			if diff := cmp.Diff(string(want), b.String()); diff != "" {
+				t.Errorf("Render mismatch (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -1,6 +1,8 @@
 package review
 
 import (
+	"github.com/gilf-review/gilf/excerpt"
+
 	"fmt"
 	"html"
 	"strings"
@@ -88,6 +90,11 @@ func sanitize(s string) string {
 	b.WriteString(s[start:])
 	return b.String()
 }
+
+// sanitizeOutput is sanitize for what a step printed: terminal escapes
+// are removed first (colours become plain text), then the rest is made
+// visible.
+func sanitizeOutput(s string) string { return sanitize(excerpt.StripANSI(s)) }
 
 // isWordRune is GitHub's \w: a mention needs a non-word rune before its @.
 func isWordRune(r rune) bool {

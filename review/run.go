@@ -47,6 +47,11 @@ func NewRecord(in RecordInput) validation.Record {
 	switch {
 	case in.Skipped != "":
 		rec.Outcome, rec.Reason, rec.Findings = validation.OutcomeSkipped, in.Skipped, []validation.Finding{}
+	case in.Refusal != nil && validation.OperatorCode(in.Refusal.Code):
+		// Not the author's to act on: gilf's own error, kept with its
+		// code for the operator. Not retried: a retry meets the same
+		// configuration.
+		rec.Outcome, rec.Reason, rec.Refusal, rec.Findings = validation.OutcomeError, in.Refusal.Msg, in.Refusal, []validation.Finding{}
 	case in.Refusal != nil:
 		rec.Outcome, rec.Reason, rec.Refusal, rec.Findings = validation.OutcomeRefused, in.Refusal.Msg, in.Refusal, []validation.Finding{}
 	}

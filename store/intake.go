@@ -99,6 +99,9 @@ func checkDelivery(del validation.Delivery, job *validation.JobSpec) error {
 	if c := del.Cancel; c != nil && c.InstallationID == 0 {
 		return errors.New("cancellation without an installation id")
 	}
+	if r := del.Rerun; r != nil && (r.Repo == "" || r.JobID < 0 || r.JobID == 0 && r.HeadSHA == "") {
+		return fmt.Errorf("incomplete re-run (repo %q, job %d, head %q)", r.Repo, r.JobID, r.HeadSHA)
+	}
 	return nil
 }
 
@@ -287,9 +290,9 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 
 // recordTx writes one delivery inside the batch transaction: the delivery
 // row first (its primary key is the dedupe), then its job, the
-// supersession of older heads, and its cancellation. A new job for a new
-// head — almost every delivery — costs four statements: insert the
-// delivery, look the job key up, insert the job, supersede.
+// supersession of older heads, its cancellation and its re-run. A new job
+// for a new head — almost every delivery — costs four statements: insert
+// the delivery, look the job key up, insert the job, supersede.
 func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, body bodyRef) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
@@ -319,6 +322,16 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Deliver
 			return res, err
 		}
 		res.Cancelled = int(n)
+	}
+	if r := del.Rerun; r != nil {
+		rr, err := rerunJobs(ctx, st, *r, now)
+		if err != nil {
+			return res, err
+		}
+		res.Rerun += rr.n
+		if res.JobID == 0 {
+			res.JobID, res.JobState = rr.job, rr.state
+		}
 	}
 	return res, nil
 }
@@ -383,13 +396,28 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 	default:
 		// Another trigger for the same state. A superseded or cancelled
 		// job asked for again (a force-push back to its head, a
-		// reinstalled App) runs again; any other keeps its state.
+		// reinstalled App) runs again; a job whose last run was skipped
+		// runs again as a re-run when the trigger can change that
+		// decision (a label, ready for review); any other keeps its state.
 		res.JobID, res.JobState = id.Int64, cur.String
-		requeue := want == StateQueued && (State(cur.String) == StateSuperseded || State(cur.String) == StateCancelled)
-		if requeue {
+		js := State(cur.String)
+		requeue := want == StateQueued && (js == StateSuperseded || js == StateCancelled)
+		rerun, rerunReason := false, ""
+		if want == StateQueued && js == StateDone && reevaluates(job.Trigger) {
+			skipped, err := skippedLastRun(ctx, st, res.JobID)
+			if err != nil {
+				return res, err
+			}
+			rerun, rerunReason = skipped, fmt.Sprintf("%s: pull request %s after a skipped run", DefaultRerunReason, job.Trigger)
+		}
+		if requeue || rerun {
 			res.JobState = string(StateQueued)
 		}
-		if _, err := st.touchJob.ExecContext(ctx, requeue, nullInt(job.InstallationID), job.HeadRepo, updated, now, res.JobID); err != nil {
+		if rerun {
+			res.Rerun = 1
+		}
+		if _, err := st.touchJob.ExecContext(ctx, requeue || rerun, nullInt(job.InstallationID), job.HeadRepo, updated, now,
+			res.JobID, rerun, rerunReason); err != nil {
 			return res, fmt.Errorf("update job %d: %w", res.JobID, err)
 		}
 	}
@@ -465,14 +493,15 @@ const (
 	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 		trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
-	// ?1: requeue (see recordJob).
+	// ?1: requeue, ?7: as a re-run, with reason ?8 (see recordJob).
 	sqlTouchJob = `UPDATE jobs SET
 		triggers = triggers + 1,
+		reruns = reruns + CASE WHEN ?7 THEN 1 ELSE 0 END,
 		installation_id = COALESCE(?2, installation_id),
 		head_repo = CASE WHEN ?3 <> '' THEN ?3 ELSE head_repo END,
 		pr_updated_at = MAX(pr_updated_at, ?4),
 		state = CASE WHEN ?1 THEN 'queued' ELSE state END,
-		reason = CASE WHEN ?1 THEN '' ELSE reason END,
+		reason = CASE WHEN ?7 THEN ?8 WHEN ?1 THEN '' ELSE reason END,
 		attempts = CASE WHEN ?1 THEN 0 ELSE attempts END,
 		last_error = CASE WHEN ?1 THEN '' ELSE last_error END,
 		next_attempt_at = CASE WHEN ?1 THEN ?5 ELSE next_attempt_at END,
@@ -491,6 +520,7 @@ const (
 
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
+	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -508,6 +538,10 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, sqlCancel},
+		{&s.rerunJob, sqlRerunJob},
+		{&s.rerunState, sqlRerunState},
+		{&s.rerunHead, sqlRerunHead},
+		{&s.lastOutcome, sqlLastOutcome},
 	} {
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
@@ -529,12 +563,17 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		touchJob:    tx.StmtContext(ctx, s.touchJob),
 		supersede:   tx.StmtContext(ctx, s.supersede),
 		cancel:      tx.StmtContext(ctx, s.cancel),
+		rerunJob:    tx.StmtContext(ctx, s.rerunJob),
+		rerunState:  tx.StmtContext(ctx, s.rerunState),
+		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
+		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel} {
+	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

@@ -48,9 +48,12 @@ type Job struct {
 	DeliveryID     string
 	Trigger        string
 	Attempts       int // including this one
-	LastError      string
-	CreatedAt      time.Time
-	Lease          Lease
+	// Rerun counts the re-runs asked for the job; this run publishes as
+	// validation.PublicationID(ID, Rerun).
+	Rerun     int
+	LastError string
+	CreatedAt time.Time
+	Lease     Lease
 }
 
 // JobStatus is a job's current state, for workers, tests and dashboards.
@@ -65,6 +68,7 @@ type JobStatus struct {
 	LeaseExpires  time.Time
 	NextAttemptAt time.Time
 	Triggers      int
+	Reruns        int
 	UpdatedAt     time.Time
 }
 
@@ -86,7 +90,7 @@ const (
 		WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?3
 			ORDER BY next_attempt_at, id LIMIT 1)
 		RETURNING id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id, trigger_action,
-			attempts, last_error, created_at, lease_gen`
+			attempts, reruns, last_error, created_at, lease_gen`
 )
 
 // Claim leases the next job that is due, or reports false when none is.
@@ -119,7 +123,7 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 		var inst sql.NullInt64
 		var created int64
 		err := tx.QueryRowContext(ctx, sqlClaim, owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
-			&job.Trigger, &job.Attempts, &job.LastError, &created, &job.Lease.Gen)
+			&job.Trigger, &job.Attempts, &job.Rerun, &job.LastError, &created, &job.Lease.Gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
 		}
@@ -181,8 +185,8 @@ func (d *DB) JobState(ctx context.Context, id int64) (JobStatus, error) {
 	var exp sql.NullInt64
 	var next, upd int64
 	err := d.r.QueryRowContext(ctx, `SELECT id, state, reason, attempts, last_error, lease_owner, lease_gen,
-		lease_expires_at, next_attempt_at, triggers, updated_at FROM jobs WHERE id = ?`, id).Scan(
-		&s.ID, &s.State, &s.Reason, &s.Attempts, &s.LastError, &owner, &s.LeaseGen, &exp, &next, &s.Triggers, &upd)
+		lease_expires_at, next_attempt_at, triggers, reruns, updated_at FROM jobs WHERE id = ?`, id).Scan(
+		&s.ID, &s.State, &s.Reason, &s.Attempts, &s.LastError, &owner, &s.LeaseGen, &exp, &next, &s.Triggers, &s.Reruns, &upd)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("job %d: %w", id, ErrNotFound)
 	}

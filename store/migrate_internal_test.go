@@ -191,6 +191,10 @@ func TestQueryPlans(t *testing.T) {
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INTEGER PRIMARY KEY"}},
 		{"cancel", sqlCancel, []string{"INDEX jobs_pr"}},
+		{"re-run job", sqlRerunJob, []string{"INTEGER PRIMARY KEY", "INDEX jobs_pr_updated ("}},
+		{"re-run job state", sqlRerunState, []string{"INTEGER PRIMARY KEY"}},
+		{"re-run head", sqlRerunHead, []string{"(repo=?", "INDEX jobs_pr_updated ("}},
+		{"last run outcome", sqlLastOutcome, []string{"runs_job"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			n := strings.Count(tt.q, "?")
@@ -285,5 +289,48 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 		Body: body, ReceivedAt: time.Now()}, nil)
 	if err != nil || !res.Duplicate || res.JobID != 5 {
 		t.Fatalf("redelivery after 0002 = %+v, %v", res, err)
+	}
+}
+
+// TestMigration0003AddsReruns: a job queued under schema 2 is claimed
+// after migration 0003 as a first run (Rerun 0), and can be re-run.
+func TestMigration0003AddsReruns(t *testing.T) {
+	ctx := context.Background()
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	path := filepath.Join(t.TempDir(), "old.db")
+	w, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetMaxOpenConns(1)
+	old := fstest.MapFS{}
+	for _, name := range []string{"0001_init.sql", "0002_delivery_body_log.sql"} {
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[name] = &fstest.MapFile{Data: b}
+	}
+	if err := migrateFS(ctx, w, old, time.Now, log); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := w.Exec(`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+		VALUES (5, 'o/r', 7, 'abc', 'main', 'd-job', 'opened', 'queued', 1, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, path, log, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v < 3 {
+		t.Fatalf("schema version %d, %v; want 3 or later", v, err)
+	}
+	j, ok, err := db.Claim(ctx, "w", time.Minute)
+	if err != nil || !ok || j.ID != 5 || j.Rerun != 0 {
+		t.Fatalf("claim after 0003 = %+v, %v, %v", j, ok, err)
 	}
 }

@@ -44,7 +44,28 @@ const (
 	// platform): gilf cannot run the plan, which is never the pull
 	// request's failure.
 	CodePackageManagerUnavailable Code = "package_manager_unavailable"
+	// CodePackageManagerNotInstalled: the plan's package manager is not
+	// installed on the worker and no toolchain cache is configured to
+	// provide it — the operator's to fix.
+	CodePackageManagerNotInstalled Code = "package_manager_not_installed"
+	// CodeRepoConfigInvalid: the repository's .github/gilf.yml (from the
+	// base branch) is invalid; nothing runs on defaults it did not mean.
+	CodeRepoConfigInvalid Code = "repo_config_invalid"
 )
+
+// OperatorCode reports the refusals that mean the worker is not set up to
+// validate at all (an executor not configured or not runnable here, a
+// sandbox it cannot make, a package manager it lacks): the operator's to
+// fix, never the pull request's failure. Such a run ends as gilf's own
+// error, not as a refusal the author must act on.
+func OperatorCode(c Code) bool {
+	switch c {
+	case CodeExecutorUnconfigured, CodeExecutorUnavailable, CodeSandboxUserUnavailable,
+		CodeIsolationTierUnmet, CodeIsolationTierUnknown, CodePackageManagerNotInstalled:
+		return true
+	}
+	return false
+}
 
 // Controls of SPEC §7, as ControlDecision names them.
 const (

@@ -244,3 +244,21 @@ func countRan(rs []StepResult) int {
 	}
 	return n
 }
+
+func TestBuildShellExportsPlanEnv(t *testing.T) {
+	plan := Plan{
+		Steps: []Step{{Name: StepTest, Argv: []string{"sh", "-c", `printf '%s|%s|%s\n' "$FORCE_COLOR" "$QUOTED" "$CI"`}}},
+		Env:   map[string]string{"FORCE_COLOR": "1", "QUOTED": `it's "$HOME" ; rm -rf /`, "CI": "false", "GITHUB_TOKEN": "x"},
+	}
+	script := string(BuildShell(plan, "n0nce"))
+	if strings.Contains(script, "GITHUB_TOKEN") {
+		t.Errorf("a secret-looking name was written into the script:\n%s", script)
+	}
+	out, err := exec.Command("sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("script: %v\n%s", err, out)
+	}
+	if want := `1|it's "$HOME" ; rm -rf /|true`; !strings.Contains(string(out), want) {
+		t.Errorf("output %q does not hold %q: the values must arrive verbatim and CI stays true", out, want)
+	}
+}

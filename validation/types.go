@@ -4,7 +4,12 @@
 // It imports only the standard library; every other package points here.
 package validation
 
-import "time"
+import (
+	"math"
+	"strconv"
+	"strings"
+	"time"
+)
 
 // Step names, in the order a plan runs them. No other script is discovered.
 const (
@@ -106,6 +111,11 @@ type Plan struct {
 	// lifecycle hooks npm will run around a script, or ignored
 	// malformed script values).
 	Notes []string `json:"notes,omitempty"`
+	// Env are the non-secret variables the repository sets for its steps
+	// (validation.env in its base-branch config), each admitted by
+	// CheckStepEnv. Executors set them under their own: a variable the
+	// executor sets (HOME, PATH, CI, the proxy) always wins.
+	Env map[string]string `json:"env,omitempty"`
 }
 
 // Status is how one step ended. Exactly one per step.
@@ -298,6 +308,9 @@ type Delivery struct {
 	// Cancel, when set, cancels an installation's unfinished jobs in the
 	// same transaction that records the delivery.
 	Cancel *Cancellation
+	// Rerun, when set, queues finished jobs again in the same transaction
+	// that records the delivery (GitHub's Re-run button).
+	Rerun *Rerun
 }
 
 // Cancellation cancels the queued and running jobs of an installation: of
@@ -335,4 +348,69 @@ type RecordResult struct {
 	JobState   string // the job's state after recording
 	Superseded int    // jobs of older heads of the same PR that were superseded
 	Cancelled  int    // jobs cancelled by Delivery.Cancel
+	Rerun      int    // jobs queued again by Delivery.Rerun
+}
+
+// Rerun asks for finished jobs of a repository to run again: the job
+// JobID, or when JobID is 0 the newest job of each pull request at
+// HeadSHA. A queued or running job is left as it is, and a job whose head
+// is no longer its pull request's newest is not revived.
+type Rerun struct {
+	Repo           string
+	InstallationID int64
+	JobID          int64 // 0: every pull request's job at HeadSHA
+	HeadSHA        string
+	Reason         string
+}
+
+// maxPublicationIDLen bounds a publication id: an int64, a dot and an
+// int32.
+const maxPublicationIDLen = 19 + 1 + 10
+
+// PublicationID is what identifies one run of a job on GitHub (the check
+// run's external_id): the job id in decimal, and ".<rerun>" once the job
+// was re-run.
+func PublicationID(jobID int64, rerun int) string {
+	id := strconv.FormatInt(jobID, 10)
+	if rerun == 0 {
+		return id
+	}
+	return id + "." + strconv.Itoa(rerun)
+}
+
+// ParsePublicationID reads a PublicationID back. It is strict: decimal
+// digits, optionally "." and more digits, no sign, no leading zeros, a
+// positive job id, bounded length; anything else is not ok.
+func ParsePublicationID(s string) (jobID int64, rerun int, ok bool) {
+	if len(s) == 0 || len(s) > maxPublicationIDLen {
+		return 0, 0, false
+	}
+	job, rest, dotted := strings.Cut(s, ".")
+	jobID, ok = publicationNumber(job)
+	if !ok || jobID == 0 {
+		return 0, 0, false
+	}
+	if !dotted {
+		return jobID, 0, true
+	}
+	r, ok := publicationNumber(rest)
+	if !ok || r == 0 || r > math.MaxInt32 {
+		return 0, 0, false
+	}
+	return jobID, int(r), true
+}
+
+// publicationNumber parses a canonical non-negative decimal: digits
+// only, no leading zero (but "0" itself).
+func publicationNumber(s string) (int64, bool) {
+	if len(s) == 0 || len(s) > 1 && s[0] == '0' {
+		return 0, false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return 0, false
+		}
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	return n, err == nil
 }

@@ -168,7 +168,8 @@ func pick(key []byte, keys ...string) (int, error) {
 }
 
 func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
-	i, err := pick(key, "action", "number", "installation", "repository", "pull_request", "changes", "repositories_removed")
+	i, err := pick(key, "action", "number", "installation", "repository", "pull_request", "changes", "repositories_removed",
+		"check_run", "check_suite")
 	if err != nil {
 		return false, err
 	}
@@ -197,6 +198,39 @@ func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
 		})
 	case 6:
 		return true, s.repoList(depth, &p.RepositoriesRemoved)
+	case 7:
+		return true, objectPtr(s, depth, &p.CheckRun, (*checkRef).member)
+	case 8:
+		return true, objectPtr(s, depth, &p.CheckSuite, (*checkRef).member)
+	}
+	return false, s.skip(depth)
+}
+
+// member reads a check run's or check suite's own fields; the nested
+// objects (a check run's check_suite, pull_requests, output) are skipped.
+func (c *checkRef) member(s *scanner, key []byte, depth int) (bool, error) {
+	i, err := pick(key, "id", "external_id", "head_sha", "app")
+	if err != nil {
+		return false, err
+	}
+	switch i {
+	case 0:
+		return true, s.integer64(&c.ID)
+	case 1:
+		return true, s.str(&c.ExternalID)
+	case 2:
+		return true, s.str(&c.HeadSHA)
+	case 3:
+		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
+			ok, err := match(key, "id")
+			if err != nil {
+				return false, err
+			}
+			if ok {
+				return true, s.integer64(&c.AppID)
+			}
+			return false, s.skip(depth)
+		})
 	}
 	return false, s.skip(depth)
 }

@@ -38,6 +38,28 @@ type stdPayload struct {
 		Base json.RawMessage `json:"base"`
 	} `json:"changes"`
 	RepositoriesRemoved []stdRepo `json:"repositories_removed"`
+	CheckRun            *stdCheck `json:"check_run"`
+	CheckSuite          *stdCheck `json:"check_suite"`
+}
+
+type stdCheck struct {
+	ID         int64  `json:"id"`
+	ExternalID string `json:"external_id"`
+	HeadSHA    string `json:"head_sha"`
+	App        *struct {
+		ID int64 `json:"id"`
+	} `json:"app"`
+}
+
+func (c *stdCheck) ref() *checkRef {
+	if c == nil {
+		return nil
+	}
+	r := &checkRef{ID: c.ID, ExternalID: c.ExternalID, HeadSHA: c.HeadSHA}
+	if c.App != nil {
+		r.AppID = c.App.ID
+	}
+	return r
 }
 
 type stdRepo struct {
@@ -62,6 +84,7 @@ func decodeStd(body []byte) (payload, error) {
 			p.PullRequest.HeadRepo = &repoRef{FullName: pr.Head.Repo.FullName}
 		}
 	}
+	p.CheckRun, p.CheckSuite = s.CheckRun.ref(), s.CheckSuite.ref()
 	p.BaseChanged = s.Changes != nil && len(s.Changes.Base) > 0 && string(s.Changes.Base) != "null"
 	if s.RepositoriesRemoved != nil {
 		p.RepositoriesRemoved = []repoRef{}
@@ -164,6 +187,14 @@ func TestDecodeEdgeCases(t *testing.T) {
 		{"repo list with null", `{"repositories_removed":[null,{"full_name":"o/r"},{}]}`, nil},
 		{"repo list wrong element", `{"repositories_removed":[1]}`, nil},
 		{"empty repo list", `{"repositories_removed":[]}`, nil},
+		{"check run", `{"check_run":{"id":4,"external_id":"12.3","head_sha":"abc","app":{"id":2,"slug":"gilf"},"check_suite":{"app":{"id":9}}}}`, nil},
+		{"check run nulls", `{"check_run":{"id":null,"external_id":null,"head_sha":null,"app":null},"check_suite":null}`, nil},
+		{"check run app wrong type", `{"check_run":{"app":"gilf"}}`, nil},
+		{"check run id too big", `{"check_run":{"id":9223372036854775808}}`, nil},
+		{"check run escaped external id", `{"check_run":{"external_id":"1\u002e2"}}`, nil},
+		{"check suite", `{"check_suite":{"id":1,"head_sha":"abc","app":{"id":2},"pull_requests":[{"number":1}]}}`, nil},
+		{"duplicate app id", `{"check_suite":{"app":{"id":1,"id":2}}}`, errDuplicate},
+		{"folded check key", `{"Check_Run":{}}`, errFoldedKey},
 		{"deep skipped nesting", `{"x":` + strings.Repeat("[", 500) + strings.Repeat("]", 500) + `}`, nil},
 		{"too deep", strings.Repeat("[", maxDepth+1) + strings.Repeat("]", maxDepth+1), nil},
 		{"duplicate wanted key", `{"action":"closed","action":"opened"}`, errDuplicate},
@@ -194,6 +225,8 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 	}
 	f.Add([]byte(`{"action":"edited","changes":{"base":{"ref":{"from":"x"}}},"pull_request":{"number":1,"head":{"sha":"a","repo":null}}}`))
 	f.Add([]byte(`{"repositories_removed":[null,{"full_name":"a\u0041/b"}]}`))
+	f.Add([]byte(`{"action":"rerequested","check_run":{"id":1,"external_id":"7.2","head_sha":"a","app":{"id":3}},"check_suite":null}`))
+	f.Add([]byte(`{"check_suite":{"app":null,"head_sha":"\u0061"}}`))
 	f.Fuzz(func(t *testing.T, body []byte) { compareDecoders(t, body) })
 }
 
@@ -215,5 +248,21 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkDecodeCheckRun: a check_run delivery (gilf receives one for
+// each of its own check runs) reads four fields and skips the rest.
+func BenchmarkDecodeCheckRun(b *testing.B) {
+	body, err := os.ReadFile(shared.Data(b, "webhooks", "check_run", "rerequested.json"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.SetBytes(int64(len(body)))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := decodePayload(body); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

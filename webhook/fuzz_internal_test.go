@@ -11,10 +11,10 @@ import (
 )
 
 // FuzzClassify feeds arbitrary bytes to the payload decoder and the action
-// table: they never panic, and whatever they accept as a job is well
-// formed (a valid repo, a positive PR, a hex head sha).
+// table: they never panic, and whatever they accept as a job or a re-run
+// is well formed (a valid repo, a positive PR or job id, a hex head sha).
 func FuzzClassify(f *testing.F) {
-	for _, dir := range []string{"pull_request", "ping", "installation", "installation_repositories", "push"} {
+	for _, dir := range []string{"pull_request", "ping", "installation", "installation_repositories", "push", "check_run", "check_suite"} {
 		files, err := filepath.Glob(filepath.Join(shared.Data(f, "webhooks", dir), "*.json"))
 		if err != nil {
 			f.Fatal(err)
@@ -30,13 +30,19 @@ func FuzzClassify(f *testing.F) {
 	f.Add("pull_request", []byte(`{"action":"edited","changes":{"base":null},"pull_request":{}}`))
 	f.Add("pull_request", []byte(`{"action":"opened","pull_request":{"head":{"repo":null}}}`))
 	f.Add("pull_request", []byte(`[]`))
+	f.Add("check_run", []byte(`{"action":"rerequested","check_run":{"id":4,"external_id":"12.3","head_sha":"`+strings.Repeat("a", 40)+
+		`","app":{"id":2}},"repository":{"full_name":"o/r"},"installation":{"id":1}}`))
+	f.Add("check_run", []byte(`{"action":"rerequested","check_run":{"external_id":"012","app":null}}`))
+	f.Add("check_suite", []byte(`{"action":"rerequested","check_suite":{"id":1,"head_sha":"`+strings.Repeat("b", 40)+
+		`","app":{"id":2}},"repository":{"full_name":"o/r"}}`))
+	f.Add("check_suite", []byte(`{"action":"rerequested","check_suite":null}`))
 	f.Fuzz(func(t *testing.T, event string, body []byte) {
 		p, err := decodePayload(body)
 		if err != nil {
 			return
 		}
-		for _, drafts := range []bool{false, true} {
-			d := classify(event, p, drafts)
+		for _, app := range []int64{0, 2, 29310} {
+			d := classify(event, p, app)
 			if d.status == "" || d.code == 0 {
 				t.Fatalf("empty decision %+v", d)
 			}
@@ -48,6 +54,12 @@ func FuzzClassify(f *testing.F) {
 			}
 			if c := d.cancel; c != nil && c.InstallationID == 0 {
 				t.Fatalf("cancellation without installation from %q", body)
+			}
+			if r := d.rerun; r != nil {
+				if app == 0 || d.status != validation.DeliveryQueued || !validRepo(r.Repo) || !validSHA(r.HeadSHA) ||
+					r.JobID < 0 || (event == "check_run") != (r.JobID > 0) || d.job != nil {
+					t.Fatalf("malformed re-run %+v (app %d) from %q", r, app, body)
+				}
 			}
 		}
 	})
@@ -86,10 +98,10 @@ func TestBaseRefLimit(t *testing.T) {
 		return payload{Action: "opened", Installation: &idRef{ID: 1}, Repository: &repoRef{FullName: "o/r"},
 			PullRequest: &prRef{Number: 1, HeadSHA: strings.Repeat("a", 40), HeadRepo: &repoRef{FullName: "o/r"}, BaseRef: ref}}
 	}
-	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen)), false); d.job == nil {
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen)), 0); d.job == nil {
 		t.Fatalf("ref at the limit: %+v", d)
 	}
-	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen+1)), false); d.status != validation.DeliveryInvalid {
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen+1)), 0); d.status != validation.DeliveryInvalid {
 		t.Fatalf("ref over the limit: %+v", d)
 	}
 }

@@ -22,9 +22,9 @@ import (
 )
 
 // Inbox is where intake commits deliveries; *store.DB implements it.
-// RecordDelivery must return only after the delivery, its job and its
-// cancellation are durably committed, or with an error. It must not keep
-// d.Body after it returns: the handler reuses the buffer.
+// RecordDelivery must return only after the delivery, its job, its
+// cancellation and its re-run are durably committed, or with an error. It
+// must not keep d.Body after it returns: the handler reuses the buffer.
 type Inbox interface {
 	RecordDelivery(ctx context.Context, d validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error)
 }
@@ -54,9 +54,10 @@ const (
 type Config struct {
 	// Secret is the App's webhook secret. Empty is refused.
 	Secret []byte
-	// ReviewDrafts makes draft pull requests reviewable; by default they
-	// are recorded and skipped.
-	ReviewDrafts bool
+	// AppID is gilf's own GitHub App id: a re-run asked for a check run
+	// or check suite of this App re-queues its jobs. 0 (not configured)
+	// ignores every re-run request.
+	AppID int64
 	// CommitTimeout defaults to DefaultCommitTimeout.
 	CommitTimeout time.Duration
 	// MaxBodyBytes defaults to MaxBodyBytes; it cannot be raised above it.
@@ -83,7 +84,7 @@ type Handler struct {
 	inbox   Inbox
 	log     *slog.Logger
 	secret  []byte
-	drafts  bool
+	appID   int64
 	timeout time.Duration
 	maxBody int64
 	now     func() time.Time
@@ -104,7 +105,7 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 		return nil, errors.New("webhook: empty secret")
 	}
 	h := &Handler{
-		inbox: inbox, log: logger, secret: append([]byte(nil), cfg.Secret...), drafts: cfg.ReviewDrafts,
+		inbox: inbox, log: logger, secret: append([]byte(nil), cfg.Secret...), appID: cfg.AppID,
 		timeout: cfg.CommitTimeout, maxBody: cfg.MaxBodyBytes, now: cfg.Now,
 	}
 	if h.timeout <= 0 {
@@ -136,6 +137,7 @@ type replyBody struct {
 	JobState   string `json:"jobState,omitempty"`
 	Superseded int    `json:"superseded,omitempty"`
 	Cancelled  int    `json:"cancelled,omitempty"`
+	Rerun      int    `json:"rerun,omitempty"`
 }
 
 // ServeHTTP handles one delivery. Nothing is stored before the signature
@@ -193,11 +195,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	case decodeErr != nil && !actsOn(event):
 		// Nothing of it would be used: keep it, answer as for any other
 		// ignored event, so GitHub shows no failure for events gilf skips.
-		dec, decodeErr = classify(event, payload{}, h.drafts), nil
+		dec, decodeErr = classify(event, payload{}, h.appID), nil
 	case decodeErr != nil:
 		dec = invalid(decodeErr.Error())
 	default:
-		dec = classify(event, p, h.drafts)
+		dec = classify(event, p, h.appID)
 		del.Action = p.Action
 		if p.Installation != nil {
 			del.InstallationID = p.Installation.ID
@@ -211,11 +213,15 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 				del.HeadSHA = p.PullRequest.HeadSHA
 			}
 		}
+		if c := checkOf(event, p); c != nil && validSHA(c.HeadSHA) {
+			del.HeadSHA = c.HeadSHA
+		}
 	}
-	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) {
+	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) ||
+		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) {
 		dec = notAllowed()
 	}
-	del.Status, del.Reason, del.Cancel = dec.status, dec.reason, dec.cancel
+	del.Status, del.Reason, del.Cancel, del.Rerun = dec.status, dec.reason, dec.cancel, dec.rerun
 
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
@@ -225,7 +231,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	}
 	rep := reply{code: dec.code, Body: replyBody{
 		Status: string(dec.status), Delivery: id, Reason: dec.reason, Job: res.JobID, JobState: res.JobState,
-		Superseded: res.Superseded, Cancelled: res.Cancelled,
+		Superseded: res.Superseded, Cancelled: res.Cancelled, Rerun: res.Rerun,
 	}}
 	switch {
 	case res.Duplicate:
@@ -239,7 +245,12 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	case dec.job != nil:
 		h.log.Info("webhook job", "delivery_id", id, "event", event, "action", del.Action,
 			"installation_id", del.InstallationID, "repo", dec.job.Repo, "pr", dec.job.PR, "head_sha", dec.job.HeadSHA,
-			"job_id", res.JobID, "job_created", res.JobCreated, "job_state", res.JobState, "superseded", res.Superseded)
+			"job_id", res.JobID, "job_created", res.JobCreated, "job_state", res.JobState, "superseded", res.Superseded,
+			"rerun", res.Rerun)
+	case dec.rerun != nil:
+		h.log.Info("webhook re-run", "delivery_id", id, "event", event, "action", del.Action,
+			"installation_id", del.InstallationID, "repo", dec.rerun.Repo, "head_sha", dec.rerun.HeadSHA,
+			"job_id", res.JobID, "job_state", res.JobState, "rerun", res.Rerun)
 	default:
 		h.log.Debug("webhook recorded", "delivery_id", id, "event", event, "action", safeHeader(del.Action),
 			"status", dec.status, "reason", dec.reason, "cancelled", res.Cancelled)

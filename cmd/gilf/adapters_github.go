@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
@@ -98,17 +97,38 @@ type githubPublisher struct {
 	posted postedRecorder
 }
 
-var _ review.Publisher = githubPublisher{}
+var (
+	_ review.Publisher         = githubPublisher{}
+	_ review.ProgressPublisher = githubPublisher{}
+)
+
+// Progress creates the job's check run (queued) or moves it on
+// (in_progress, the step now running); a completed one is left alone.
+func (g githubPublisher) Progress(ctx context.Context, j review.Job, p review.CheckProgress) error {
+	_, err := g.c.StartCheckRun(ctx, repoOf(j), github.CheckStart{
+		JobID: j.PublicationID(), HeadSHA: p.HeadSHA, Status: p.Status, StartedAt: p.StartedAt,
+		Title: p.Title, Summary: p.Summary, DetailsURL: p.DetailsURL,
+	})
+	return err
+}
 
 func (g githubPublisher) Publish(ctx context.Context, j review.Job, p review.Publication) error {
+	annotations := make([]github.Annotation, len(p.Annotations))
+	for i, a := range p.Annotations {
+		annotations[i] = github.Annotation(a)
+	}
 	got, err := g.c.Publish(ctx, repoOf(j), j.Number, github.Publication{
-		JobID:      strconv.FormatInt(j.ID, 10),
-		HeadSHA:    p.HeadSHA,
-		Body:       p.Body,
-		Event:      p.Event,
-		Conclusion: p.Conclusion,
-		Title:      p.Title,
-		Summary:    p.Summary,
+		JobID:       j.PublicationID(),
+		HeadSHA:     p.HeadSHA,
+		Body:        p.Body,
+		Event:       p.Event,
+		NoReview:    p.NoReview,
+		Conclusion:  p.Conclusion,
+		Title:       p.Title,
+		Summary:     p.Summary,
+		Text:        p.Text,
+		DetailsURL:  p.DetailsURL,
+		Annotations: annotations,
 	})
 	if errors.Is(err, github.ErrStaleHead) {
 		return fmt.Errorf("%w: %w", review.ErrStaleHead, err)

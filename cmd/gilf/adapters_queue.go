@@ -70,7 +70,7 @@ func jobOf(j store.Job) review.Job {
 	}
 	return review.Job{
 		ID: j.ID, InstallationID: j.InstallationID, Owner: owner, Repo: name,
-		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts,
+		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts, Rerun: j.Rerun,
 	}
 }
 

@@ -211,29 +211,9 @@ func (s Secret) Reveal() string                { return s.v }
 func (s Secret) IsSet() bool                   { return s.v != "" }
 func (s Secret) Format(f fmt.State, verb rune) { fmt.Fprint(f, redacted) }
 
-// secretName reports whether an environment variable name looks secret:
-// the worker's own tokens, keys, passwords and auth settings (npm's
-// npm_config_//host/:_authToken, _auth, _password among them). Their
-// values are redacted from every output and counted as withheld; they
-// never enter a sandbox.
-func secretName(name string) bool {
-	n := strings.ToUpper(name)
-	for _, s := range []string{"_TOKEN", "_KEY", "_SECRET", "_PAT", "_CREDENTIALS", "_DSN", "_AUTH"} {
-		if strings.HasSuffix(n, s) {
-			return true
-		}
-	}
-	for _, s := range []string{"PASSWORD", "PASSWD", "SECRET", "PRIVATE_KEY", "AUTHTOKEN", "AUTH_TOKEN"} {
-		if strings.Contains(n, s) {
-			return true
-		}
-	}
-	// *_AUTH*, but not a git author's name.
-	if i := strings.Index(n, "_AUTH"); i >= 0 && !strings.HasPrefix(n[i:], "_AUTHOR") {
-		return true
-	}
-	return strings.HasPrefix(n, "AWS_") || strings.HasPrefix(n, "AUTH_")
-}
+// secretName is validation.LooksSecret: the one rule for names that look
+// secret.
+func secretName(name string) bool { return validation.LooksSecret(name) }
 
 // urlPassword returns the password of a URL value with credentials in
 // it (DATABASE_URL=postgres://user:pass@host/db), or "".

@@ -6,12 +6,11 @@ import (
 	"maps"
 	"os"
 	"path/filepath"
-	"regexp"
-	"slices"
 	"strings"
 
 	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/toolchain"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // Settings of what a sandbox is given besides the checkout (SPEC §3.2,
@@ -60,18 +59,6 @@ type SandboxConfig struct {
 	// managers are prepared from; "" means the worker's npm registry.
 	ToolchainRegistry string
 }
-
-// reservedSandboxEnv are the names the executor sets itself.
-var reservedSandboxEnv = []string{
-	"HOME", "TMPDIR", "CI", "PATH", "PWD", "USER", "LOGNAME", "SHELL",
-	"HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "ALL_PROXY",
-	"NPM_CONFIG_PROXY", "NPM_CONFIG_HTTPS_PROXY", "NPM_CONFIG_NOPROXY", "NPM_CONFIG_REGISTRY",
-	"NPM_CONFIG_CAFILE", "NPM_CONFIG_USERCONFIG", "NPM_CONFIG_GLOBALCONFIG",
-	"YARN_HTTP_PROXY", "YARN_HTTPS_PROXY", "YARN_CAFILE", "YARN_CA_FILE_PATH",
-	"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE", "GIT_SSL_CAINFO",
-}
-
-var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
 func loadSandbox(getenv func(string) string, dataDir string, errs []error) (SandboxConfig, []error) {
 	var c SandboxConfig
@@ -138,15 +125,13 @@ func ParseSandboxEnv(s string) (map[string]string, error) {
 			continue
 		}
 		name, value, ok := strings.Cut(item, "=")
-		switch {
-		case !ok || !envName.MatchString(name):
+		if !ok {
 			errs = append(errs, fmt.Sprintf("%q is not NAME=value", item))
-		case secretName(name):
-			errs = append(errs, fmt.Sprintf("%s looks like a secret: secrets never enter a sandbox", name))
-		case slices.Contains(reservedSandboxEnv, strings.ToUpper(name)) || strings.HasPrefix(strings.ToUpper(name), "GILF_"):
-			errs = append(errs, fmt.Sprintf("%s is set by gilf itself", name))
-		case strings.ContainsRune(value, 0):
-			errs = append(errs, fmt.Sprintf("%s holds a NUL byte", name))
+			continue
+		}
+		switch why := validation.CheckStepEnv(name, value, 0); {
+		case why != "":
+			errs = append(errs, why)
 		default:
 			if _, dup := out[name]; dup {
 				errs = append(errs, fmt.Sprintf("%s is given twice", name))

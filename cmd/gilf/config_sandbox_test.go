@@ -29,7 +29,7 @@ func TestParseSandboxEnv(t *testing.T) {
 		{"NODE_EXTRA_CA_CERTS=/x", "set by gilf"},
 		{"GILF_WEBHOOK_SECRET_X=1", "looks like a secret"},
 		{"GILF_WORKERS=1", "set by gilf"},
-		{"1BAD=x", "not NAME=value"},
+		{"1BAD=x", "not a variable name"},
 		{"novalue", "not NAME=value"},
 		{"A=1,A=2", "given twice"},
 	} {

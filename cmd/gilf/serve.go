@@ -149,7 +149,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	metrics := newServeMetrics(db)
 	wake := make(chan struct{}, 1)
 	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
-		webhook.Config{Secret: app.WebhookSecret, ReviewDrafts: sc.ReviewDrafts, Allow: sc.Allow,
+		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
@@ -160,7 +160,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	}
 	worker := &review.Worker{
 		Queue:       newStoreQueue(db, log, metrics),
-		Runner:      newPipeline(cfg, sc, set, gc, db, evStore, secrets, log),
+		Runner:      newPipeline(cfg, sc, set, gc, db, evStore, secrets, metrics, log),
 		Owner:       owner,
 		Concurrency: sc.Workers,
 		Lease:       sc.JobLease,
@@ -330,11 +330,21 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 	return set, nil
 }
 
+// internalPaths are the worker's paths withheld from what is posted: the
+// data directory, as an absolute path (a relative one would match words).
+func internalPaths(dataDir string) []string {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return nil
+	}
+	return []string{abs}
+}
+
 // newPipeline wires the review pipeline: GitHub through the client, the
 // executor set, the shadow lane when configured (the managed-e2b shadow
 // behind the monthly budget guard), and the cost and evidence stages.
 func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Client, db *store.DB,
-	ev evidence.Store, secrets []validation.Secret, log *slog.Logger) *review.Pipeline {
+	ev evidence.Store, secrets []validation.Secret, metrics *serveMetrics, log *slog.Logger) *review.Pipeline {
 	worker := review.ValidationConfig{Provider: cfg.Validation.EnvProvider}
 	if !cfg.Validation.CodeChangesOnly {
 		off := false
@@ -353,6 +363,10 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		Drafts:      sc.ReviewDrafts,
 		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
 		Logger:      log,
+		Internals:   internalPaths(cfg.DataDir),
+		OperatorErrors: func(c validation.Code) {
+			metrics.operator.WithLabelValues(string(c)).Inc()
+		},
 	}
 	if sc.Shadow.Executor != "" {
 		guard := costs.BudgetGuard{CeilingUSD: cfg.Costs.E2BBudgetUSD, Reader: db, Logger: log}

@@ -487,25 +487,42 @@ func checkGolden(t *testing.T, name, got string) {
 	}
 }
 
-// postedView renders what gilf posted to GitHub — the review and the check
-// run, as sent — normalized for a golden file.
+// postedView renders what gilf posted to GitHub — the review, the check
+// run as created and as completed — normalized for a golden file. The
+// in-progress updates between are left out: how many there are depends on
+// timing (a newer one replaces one not yet sent).
 func postedView(t *testing.T, srv *githubtest.Server) string {
 	t.Helper()
 	var b strings.Builder
-	for _, r := range srv.Posted() {
-		switch r.Endpoint {
-		case githubtest.CreateReview:
+	checkRun := func(r githubtest.Request) {
+		out, _ := r.Body["output"].(map[string]any)
+		annotations, _ := out["annotations"].([]any)
+		fmt.Fprintf(&b, "%s %s\nname: %v\nhead_sha: %v\nstatus: %v\nconclusion: %v\nexternal_id: %s\ncompleted_at: %s\ntitle: %v\nannotations: %d\n--- summary ---\n%v\n--- end summary ---\n",
+			r.Method, normalizeCheckRunPath(r.Path), r.Body["name"], r.Body["head_sha"], r.Body["status"], r.Body["conclusion"],
+			normalizeID(r.Body["external_id"]), normalize(fmt.Sprint(r.Body["completed_at"])),
+			normalize(fmt.Sprint(out["title"])), len(annotations), normalize(fmt.Sprint(out["summary"])))
+		if text, ok := out["text"].(string); ok {
+			fmt.Fprintf(&b, "--- text ---\n%s\n--- end text ---\n", normalize(text))
+		}
+		b.WriteString("\n")
+	}
+	for _, r := range srv.Requests() {
+		switch {
+		case r.Endpoint == githubtest.CreateReview:
 			fmt.Fprintf(&b, "POST %s\nevent: %v\ncommit_id: %v\n--- body ---\n%v\n--- end body ---\n\n",
 				r.Path, r.Body["event"], r.Body["commit_id"], normalize(fmt.Sprint(r.Body["body"])))
-		case githubtest.CreateCheckRun:
-			out, _ := r.Body["output"].(map[string]any)
-			fmt.Fprintf(&b, "POST %s\nname: %v\nhead_sha: %v\nstatus: %v\nconclusion: %v\nexternal_id: %s\ncompleted_at: %s\ntitle: %v\n--- summary ---\n%v\n--- end summary ---\n\n",
-				r.Path, r.Body["name"], r.Body["head_sha"], r.Body["status"], r.Body["conclusion"],
-				normalizeID(r.Body["external_id"]), normalize(fmt.Sprint(r.Body["completed_at"])),
-				normalize(fmt.Sprint(out["title"])), normalize(fmt.Sprint(out["summary"])))
+		case r.Endpoint == githubtest.CreateCheckRun:
+			checkRun(r)
+		case r.Endpoint == githubtest.UpdateCheckRun && r.Body["conclusion"] != nil:
+			checkRun(r)
 		}
 	}
 	return b.String()
+}
+
+// normalizeCheckRunPath hides the check run's id.
+func normalizeCheckRunPath(p string) string {
+	return regexp.MustCompile(`/check-runs/\d+$`).ReplaceAllString(p, "/check-runs/<id>")
 }
 
 func normalizeID(v any) string {

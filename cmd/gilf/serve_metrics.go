@@ -22,6 +22,7 @@ type serveMetrics struct {
 	running    prometheus.Gauge
 	finished   *prometheus.CounterVec // by how the attempt ended
 	runs       *prometheus.CounterVec // by outcome
+	operator   *prometheus.CounterVec // by refusal code
 }
 
 // deliveryCounter reads the number of stored deliveries.
@@ -52,8 +53,12 @@ func newServeMetrics(db deliveryCounter) *serveMetrics {
 			Name: "gilf_runs_total",
 			Help: "Validation runs this process recorded, by outcome (passed, failed, gap, skipped, refused, inconclusive).",
 		}, []string{"outcome"}),
+		operator: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "gilf_operator_errors_total",
+			Help: "Runs that ended because this worker is not set up to validate (an executor not configured or not runnable, a sandbox or package manager it lacks), by code: the operator's to fix, never the pull request's.",
+		}, []string{"code"}),
 	}
-	m.reg.MustRegister(m.deliveries, m.claimed, m.running, m.finished, m.runs,
+	m.reg.MustRegister(m.deliveries, m.claimed, m.running, m.finished, m.runs, m.operator,
 		storeCollector{db: db, desc: prometheus.NewDesc("gilf_deliveries_stored",
 			"Webhook deliveries recorded in the store (every replica's).", nil, nil)},
 		collectors.NewGoCollector(),

@@ -217,7 +217,9 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 // place of a commit. A stage failure is printed in the review's notes;
 // only a store that cannot be opened is an error.
 func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, secrets []validation.Secret, log *slog.Logger) (review.RenderOptions, error) {
-	var opts review.RenderOptions
+	// The operator runs gilf validate on code they chose: the review is
+	// theirs, with the worker's settings and paths named.
+	opts := review.RenderOptions{Operator: true}
 	store, closeStore, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
 	if err != nil {
 		return opts, err

@@ -220,22 +220,26 @@ func TestValidateJSON(t *testing.T) {
 
 func TestValidateUnconfiguredExecutorRefused(t *testing.T) {
 	hello := filepath.Join(repoRoot(t), "examples", "hello")
+	// An executor that is not configured is the operator's to fix (exit
+	// 2, with the setting named); an unknown name is a refusal.
 	tests := []struct {
-		name string
-		env  []string
-		args []string
-		code string
+		name    string
+		env     []string
+		args    []string
+		code    string
+		exit    int
+		verdict string
 	}{
-		{"flag alias", nil, []string{"--executor", "e2b"}, "executor_unconfigured"},
-		{"env", []string{"GILF_VALIDATION_EXECUTOR=crabbox"}, nil, "executor_unconfigured"},
-		{"flag beats env", []string{"GILF_VALIDATION_EXECUTOR=local"}, []string{"--executor", "cf-sandbox"}, "executor_unconfigured"},
-		{"unknown", nil, []string{"--executor", "docker"}, "executor_unknown"},
+		{"flag alias", nil, []string{"--executor", "e2b"}, "executor_unconfigured", exitUsage, "not set up to validate: executor managed-e2b"},
+		{"env", []string{"GILF_VALIDATION_EXECUTOR=crabbox"}, nil, "executor_unconfigured", exitUsage, "not set up to validate: executor managed-crabbox (chosen by GILF\\_VALIDATION\\_EXECUTOR"},
+		{"flag beats env", []string{"GILF_VALIDATION_EXECUTOR=local"}, []string{"--executor", "cf-sandbox"}, "executor_unconfigured", exitUsage, "not set up to validate: executor managed-cf-sandbox"},
+		{"unknown", nil, []string{"--executor", "docker"}, "executor_unknown", exitUnproven, "🛑 not validated — refused"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			args := append(append([]string{"validate"}, tt.args...), hello)
 			r := gilf(t, tt.env, args...)
-			r.want(t, exitUnproven, "🛑 not validated — refused", "`"+tt.code+"`", "⏭️ not run")
+			r.want(t, tt.exit, tt.verdict, "`"+tt.code+"`", "⏭️ not run")
 			if strings.Contains(r.stderr, "step install started") {
 				t.Errorf("a refused run started a step:\n%s", r.stderr)
 			}

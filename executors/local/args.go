@@ -51,6 +51,9 @@ type Paths struct {
 	// Env are variables of this run added to the step environment (the
 	// package manager's own settings).
 	Env map[string]string
+	// RepoEnv are the repository's variables (validation.Plan.Env): set
+	// first, so every variable the executor sets wins over them.
+	RepoEnv map[string]string
 	// GuardFD, when positive, is the child's descriptor from which the
 	// sandbox's first process (guardShim) reads the worker's go-ahead
 	// before it runs anything; at EOF it exits instead (cgroup v1).
@@ -100,7 +103,7 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 		"--hostname", SandboxHostname,
 		"--clearenv",
 	)
-	env := opts.stepEnv()
+	env := opts.stepEnv(paths.RepoEnv)
 	if paths.Egress != nil {
 		maps.Copy(env, proxyEnv())
 	}

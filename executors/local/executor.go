@@ -191,6 +191,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		tool:      tool.dir,
 		ca:        e.ca != nil,
 		env:       tool.env(e.ca != nil),
+		repoEnv:   req.Plan.Env,
 	}
 	if err := sb.openCgroup(); err != nil {
 		return executors.Result{}, err

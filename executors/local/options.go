@@ -436,10 +436,16 @@ func (o Options) validate() error {
 	return errors.Join(errs...)
 }
 
-// stepEnv is the environment of a step: the configured variables with
-// HOME, TMPDIR and CI forced.
-func (o Options) stepEnv() map[string]string {
-	env := maps.Clone(o.Env)
+// stepEnv is the environment of a step: the repository's variables, the
+// configured ones over them, and HOME, TMPDIR and CI forced.
+func (o Options) stepEnv(repo map[string]string) map[string]string {
+	env := make(map[string]string, len(repo)+len(o.Env)+4)
+	for k, v := range repo {
+		if validation.CheckStepEnv(k, v, 0) == "" {
+			env[k] = v
+		}
+	}
+	maps.Copy(env, o.Env)
 	env["HOME"] = SandboxHome
 	env["TMPDIR"] = SandboxTmp
 	env["CI"] = "true"

@@ -41,7 +41,7 @@ func TestOptionsDefaults(t *testing.T) {
 		t.Error("WorkRoot has no default")
 	}
 	// The default environment is the allow-list, nothing else.
-	if diff := cmp.Diff([]string{"CI", "HOME", "LANG", "LC_ALL", "PATH", "TERM", "TMPDIR"}, sortedKeys(got.stepEnv())); diff != "" {
+	if diff := cmp.Diff([]string{"CI", "HOME", "LANG", "LC_ALL", "PATH", "TERM", "TMPDIR"}, sortedKeys(got.stepEnv(nil))); diff != "" {
 		t.Errorf("step environment names (-want +got):\n%s", diff)
 	}
 }
@@ -64,7 +64,7 @@ func TestOptionsKeepSetValues(t *testing.T) {
 		t.Errorf("withDefaults changed set values: %+v", got)
 	}
 	// An empty Env still gets HOME, TMPDIR and CI, and nothing else.
-	if diff := cmp.Diff([]string{"CI", "HOME", "TMPDIR"}, sortedKeys(got.stepEnv())); diff != "" {
+	if diff := cmp.Diff([]string{"CI", "HOME", "TMPDIR"}, sortedKeys(got.stepEnv(nil))); diff != "" {
 		t.Errorf("step environment names (-want +got):\n%s", diff)
 	}
 }
@@ -186,4 +186,18 @@ func sortedKeys(m map[string]string) []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+func TestStepEnvRepoVariablesUnderTheExecutors(t *testing.T) {
+	o := Options{Env: map[string]string{"PATH": DefaultPath, "LANG": "C.UTF-8"}}
+	got := o.stepEnv(map[string]string{
+		"FORCE_COLOR": "1", "LANG": "de_DE.UTF-8", "HOME": "/root", "CI": "false", "NPM_TOKEN": "x",
+	})
+	want := map[string]string{
+		"FORCE_COLOR": "1", "LANG": "C.UTF-8", "PATH": DefaultPath,
+		"HOME": SandboxHome, "TMPDIR": SandboxTmp, "CI": "true",
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("stepEnv (-want +got):\n%s", diff)
+	}
 }

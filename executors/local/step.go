@@ -49,6 +49,8 @@ type sandbox struct {
 	// env are the run's own additions to the step environment, with
 	// sandbox paths; caPath marks values that name SandboxCAFile.
 	env map[string]string
+	// repoEnv is the plan's Env (Paths.RepoEnv).
+	repoEnv map[string]string
 }
 
 // stepRun is one execution of one step.
@@ -316,7 +318,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 	var env []string
 	dir := s.dirs.Workspace
 	if s.direct {
-		e := s.opts.stepEnv()
+		e := s.opts.stepEnv(s.repoEnv)
 		e["HOME"], e["TMPDIR"] = s.dirs.Home, s.dirs.Tmp
 		if s.tool != "" {
 			e["PATH"] = s.tool + "/bin:" + e["PATH"]
@@ -360,6 +362,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			Tool:      s.tool,
 			CA:        s.ca,
 			Env:       s.env,
+			RepoEnv:   s.repoEnv,
 		}
 		if cg != nil && cg.version == cgroupV1 {
 			if err := hs.open(true); err != nil {

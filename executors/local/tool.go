@@ -127,7 +127,7 @@ func (e *Executor) toolFor(ctx context.Context, dir string, tr validation.ToolRe
 	}
 	v, ok := hostToolVersion(bin, e.opts.Env["PATH"])
 	if !ok {
-		return toolMount{}, validation.Refuse(validation.CodePackageManagerUnavailable,
+		return toolMount{}, validation.Refuse(validation.CodePackageManagerNotInstalled,
 			"%s is not installed on this worker and no toolchain cache is configured to provide %s", bin, wanted(tr))
 	}
 	m := toolMount{version: v}

@@ -32,19 +32,20 @@ func TestToolUnavailable(t *testing.T) {
 		opts    Options
 		tool    validation.ToolRequest
 		refused string // a substring of the refusal; "" wants a plain error
+		code    validation.Code
 	}{
 		// bun is installed nowhere on the worker's PATH; only a
 		// toolchain could provide it.
 		{"not installed, no toolchain", Options{},
-			validation.ToolRequest{Manager: validation.Bun, Version: "1"}, "bun is not installed on this worker"},
+			validation.ToolRequest{Manager: validation.Bun, Version: "1"}, "bun is not installed on this worker", validation.CodePackageManagerNotInstalled},
 		{"committed release missing", Options{},
-			validation.ToolRequest{Manager: validation.YarnBerry, Release: ".yarn/releases/yarn-4.4.1.cjs"}, "not a regular file of the checkout"},
+			validation.ToolRequest{Manager: validation.YarnBerry, Release: ".yarn/releases/yarn-4.4.1.cjs"}, "not a regular file of the checkout", validation.CodePackageManagerUnavailable},
 		{"toolchain refuses", Options{Tools: toolFunc(func(context.Context, validation.ToolRequest) (validation.Tool, error) {
 			return validation.Tool{}, validation.Refuse(validation.CodePackageManagerUnavailable, "pnpm@9.99.0 is not on the registry")
-		})}, validation.ToolRequest{Manager: validation.PNPM, Version: "9.99.0"}, "pnpm@9.99.0"},
+		})}, validation.ToolRequest{Manager: validation.PNPM, Version: "9.99.0"}, "pnpm@9.99.0", validation.CodePackageManagerUnavailable},
 		{"toolchain breaks", Options{Tools: toolFunc(func(context.Context, validation.ToolRequest) (validation.Tool, error) {
 			return validation.Tool{}, broken
-		})}, validation.ToolRequest{Manager: validation.PNPM, Version: "9"}, ""},
+		})}, validation.ToolRequest{Manager: validation.PNPM, Version: "9"}, "", ""},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newExec(t, tt.opts)
@@ -52,8 +53,8 @@ func TestToolUnavailable(t *testing.T) {
 			var ref *validation.Refusal
 			switch {
 			case tt.refused != "":
-				if !errors.As(err, &ref) || ref.Code != validation.CodePackageManagerUnavailable || !strings.Contains(ref.Msg, tt.refused) {
-					t.Errorf("Run = %v, want %s saying %q", err, validation.CodePackageManagerUnavailable, tt.refused)
+				if !errors.As(err, &ref) || ref.Code != tt.code || !strings.Contains(ref.Msg, tt.refused) {
+					t.Errorf("Run = %v, want %s saying %q", err, tt.code, tt.refused)
 				}
 			default:
 				if err == nil || errors.As(err, &ref) || !errors.Is(err, broken) {

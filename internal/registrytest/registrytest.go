@@ -76,6 +76,12 @@ var packagesTxt string
 //go:embed tools.txt
 var toolsTxt string
 
+// devtoolsTxt lists the development tools published with the package
+// managers.
+//
+//go:embed devtools.txt
+var devtoolsTxt string
+
 // CacheDir returns the cache directory scripts/test fills:
 // os.UserCacheDir()/gilf-test, holding verdaccio/ and tarballs/.
 func CacheDir() (string, error) {
@@ -110,6 +116,7 @@ type Registry struct {
 	tail     *tailBuffer
 	packages []string
 	tools    []string
+	devtools []string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -147,13 +154,16 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 	if err != nil {
 		return nil, err
 	}
-	var tools []spec
+	var tools, dev []spec
 	if withTools {
 		if tools, err = parseSpecs(toolsTxt); err != nil {
 			return nil, fmt.Errorf("tools.txt: %w", err)
 		}
+		if dev, err = parseSpecs(devtoolsTxt); err != nil {
+			return nil, fmt.Errorf("devtools.txt: %w", err)
+		}
 	}
-	tarballs, err := tarballPaths(filepath.Join(cache, "tarballs"), append(slices.Clone(specs), tools...))
+	tarballs, err := tarballPaths(filepath.Join(cache, "tarballs"), slices.Concat(specs, tools, dev))
 	if err != nil {
 		return nil, err
 	}
@@ -216,13 +226,13 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 	}()
 	go r.fwd.serve()
 
-	if err := r.start(ctx, specs, tools, tarballs); err != nil {
+	if err := r.start(ctx, specs, tools, dev, tarballs); err != nil {
 		return nil, errors.Join(err, r.Close())
 	}
 	return r, nil
 }
 
-func (r *Registry) start(ctx context.Context, specs, tools []spec, tarballs map[spec]string) error {
+func (r *Registry) start(ctx context.Context, specs, tools, dev []spec, tarballs map[spec]string) error {
 	readyCtx, cancel := context.WithTimeout(ctx, ReadyTimeout)
 	defer cancel()
 	if err := r.waitReady(readyCtx); err != nil {
@@ -230,7 +240,7 @@ func (r *Registry) start(ctx context.Context, specs, tools []spec, tarballs map[
 	}
 	ctx, cancelPublish := context.WithTimeout(ctx, PublishTimeout)
 	defer cancelPublish()
-	if err := publishAll(ctx, r.client, r.URL, append(slices.Clone(specs), tools...), tarballs); err != nil {
+	if err := publishAll(ctx, r.client, r.URL, slices.Concat(specs, tools, dev), tarballs); err != nil {
 		return fmt.Errorf("publish: %w\nverdaccio output:\n%s", err, r.tail.String())
 	}
 	if err := checkTarballURL(ctx, r.client, r.URL, specs[0]); err != nil {
@@ -241,6 +251,9 @@ func (r *Registry) start(ctx context.Context, specs, tools []spec, tarballs map[
 	}
 	for _, s := range tools {
 		r.tools = append(r.tools, s.String())
+	}
+	for _, s := range dev {
+		r.devtools = append(r.devtools, s.String())
 	}
 	return nil
 }
@@ -283,6 +296,12 @@ func (r *Registry) Packages() []string {
 // name@version entries that no test repository depends on.
 func (r *Registry) Tools() []string {
 	return append([]string(nil), r.tools...)
+}
+
+// DevTools lists the published development tools (devtools.txt), in file
+// order; StartWithTools publishes them.
+func (r *Registry) DevTools() []string {
+	return append([]string(nil), r.devtools...)
 }
 
 // Connections is how many TCP connections the forwarder accepted at URL.

@@ -1,8 +1,9 @@
 // Package github is everything gilf says to GitHub: App authentication
 // (JWT → installation token scoped to one repository), reading a pull
 // request, its changed files and base-branch files, downloading and safely
-// extracting the head tarball, and posting one review and one check run,
-// idempotently. It is built on go-github, whose typed errors decide
+// extracting the head tarball, driving the job's check run (started,
+// updated, completed with batched annotations) and keeping one summary
+// review per pull request edited in place, all idempotently. It is built on go-github, whose typed errors decide
 // retries and rate-limit waits.
 //
 // Every call goes through Config.BaseURL, so gilf works against GitHub

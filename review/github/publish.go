@@ -23,6 +23,7 @@ const (
 	ConclusionFailure        = "failure"
 	ConclusionNeutral        = "neutral"
 	ConclusionActionRequired = "action_required"
+	ConclusionSkipped        = "skipped"
 )
 
 // reviewsPerPage and checkRunsPerPage size the listings that look for an
@@ -38,20 +39,34 @@ const truncatedNote = "\n\n…(truncated to GitHub's size limit)"
 
 var jobIDRe = regexp.MustCompile(`^[A-Za-z0-9._-]{1,64}$`)
 
-// Marker is the hidden comment that identifies the review of one job.
+// Marker is the hidden comment that identifies the job whose result the
+// summary review shows.
 func Marker(jobID string) string { return "<!-- gilf:job=" + jobID + " -->" }
 
-// Publication is what gilf posts for one job: one review and one check
-// run on HeadSHA.
+// Publication is what gilf posts for one job: the pull request's one
+// summary review (edited in place, see summary.go) and the completion of
+// the job's check run on HeadSHA.
 type Publication struct {
 	JobID   string // [A-Za-z0-9._-]{1,64}; carried as the review marker and the check run's external_id
 	HeadSHA string
-	Body    string // the review body; the marker is added when missing
-	Event   string // EventComment or EventRequestChanges
+	Body    string // the summary; the markers are added (a job marker already in it is moved to the top)
+	// Event is EventComment or EventRequestChanges. The summary review is
+	// always a COMMENT; EventRequestChanges adds a separate short review
+	// that requests changes (the caller decides the operator opt-in).
+	Event string
+	// NoReview posts no review and dismisses none: only the check run
+	// is completed (a skipped draft). Event may be empty then.
+	NoReview bool
 	// Check run.
-	Conclusion string // success, failure, neutral, action_required
+	Conclusion string // success, failure, neutral, action_required, skipped
 	Title      string
-	Summary    string
+	Summary    string // clipped to MaxCheckSummaryBytes
+	Text       string // clipped to MaxCheckTextBytes
+	DetailsURL string // empty: GitHub shows the App's page
+	// Annotations are sent in this order, MaxAnnotationsPerRequest at a
+	// time; one GitHub would refuse (no path, line or message, an
+	// unknown level) is left out and logged.
+	Annotations []Annotation
 }
 
 func (p Publication) validate() error {
@@ -62,11 +77,11 @@ func (p Publication) validate() error {
 	if p.HeadSHA == "" {
 		errs = append(errs, errors.New("empty head sha"))
 	}
-	if p.Event != EventComment && p.Event != EventRequestChanges {
+	if !(p.NoReview && p.Event == "") && p.Event != EventComment && p.Event != EventRequestChanges {
 		errs = append(errs, fmt.Errorf("review event %q", p.Event))
 	}
 	switch p.Conclusion {
-	case ConclusionSuccess, ConclusionFailure, ConclusionNeutral, ConclusionActionRequired:
+	case ConclusionSuccess, ConclusionFailure, ConclusionNeutral, ConclusionActionRequired, ConclusionSkipped:
 	default:
 		errs = append(errs, fmt.Errorf("check conclusion %q", p.Conclusion))
 	}
@@ -76,22 +91,50 @@ func (p Publication) validate() error {
 	return nil
 }
 
-// Posted says what Publish created (or found from an earlier attempt).
+// Posted says what Publish created, updated, or found from an earlier
+// attempt.
 type Posted struct {
-	ReviewID   int64
+	// ReviewID is the pull request's gilf summary review (0 with
+	// NoReview).
+	ReviewID int64
+	// CheckRunID is the job's check run.
 	CheckRunID int64
-	// Found is true for each item that an earlier attempt had already
-	// posted (nothing was posted twice).
+	// ReviewFound: the summary review already showed this job (nothing
+	// was sent). CheckRunFound: the check run was already completed
+	// (nothing was sent).
 	ReviewFound, CheckRunFound bool
+	// ReviewUpdated: an existing summary review was edited in place to
+	// show this job (else, unless found, it was created).
+	ReviewUpdated bool
+	// CheckRunCreated: the job had no check run yet (it never started
+	// one, or crashed before), so it was created here.
+	CheckRunCreated bool
+	// AnnotationsSent counts the annotations sent by this call (fewer
+	// than len(Annotations) when an earlier attempt sent some).
+	AnnotationsSent int
+	// ChangesReviewID is the REQUEST_CHANGES review of this job (with
+	// EventRequestChanges); ChangesReviewFound says an earlier attempt
+	// posted it.
+	ChangesReviewID    int64
+	ChangesReviewFound bool
+	// Dismissed are earlier gilf REQUEST_CHANGES reviews dismissed now.
+	Dismissed []int64
 }
 
 // Publish re-reads the pull request head and, when it still is
-// p.HeadSHA, posts the review and the check run. A moved head gives a
-// *StaleHeadError (errors.Is ErrStaleHead) and posts nothing. Each post is
-// idempotent: an earlier one is found by the job marker (review) or the
-// external_id (check run) before posting and before any retry.
+// p.HeadSHA, publishes the reviews (summary.go) and completes the job's
+// check run (checkrun.go). A moved head gives a *StaleHeadError
+// (errors.Is ErrStaleHead) and posts nothing. Every step is idempotent:
+// what an earlier attempt did is read back (the job marker in the
+// summary, the changes marker, the check run's external_id, status and
+// output.annotations_count) before anything is sent and before any
+// retry, so Publish can be called again after any failure.
 func (c *Client) Publish(ctx context.Context, r Repo, number int, p Publication) (Posted, error) {
 	if err := p.validate(); err != nil {
+		return Posted{}, err
+	}
+	g, err := c.forRepo(r)
+	if err != nil {
 		return Posted{}, err
 	}
 	head, err := c.HeadSHA(ctx, r, number)
@@ -102,88 +145,17 @@ func (c *Client) Publish(ctx context.Context, r Repo, number int, p Publication)
 		return Posted{}, &StaleHeadError{Want: p.HeadSHA, Got: head}
 	}
 	var out Posted
-	out.ReviewID, out.ReviewFound, err = c.PostReview(ctx, r, number, p)
-	if err != nil {
-		return out, err
+	if !p.NoReview {
+		if err := c.publishReviews(ctx, g, r, number, p, &out); err != nil {
+			return out, fmt.Errorf("%s#%d: %w", r, number, err)
+		}
 	}
-	out.CheckRunID, out.CheckRunFound, err = c.PostCheckRun(ctx, r, p)
+	cr, err := c.completeCheckRun(ctx, g, r, p)
+	out.CheckRunID, out.CheckRunFound, out.CheckRunCreated, out.AnnotationsSent = cr.id, cr.found, cr.created, cr.sent
 	if err != nil {
-		return out, err
+		return out, fmt.Errorf("%s check run: %w", r, err)
 	}
 	return out, nil
-}
-
-// PostReview posts one pull request review for p (commit_id, body with
-// the job marker, event) unless one carrying the marker exists. It
-// returns the review id and whether it was found rather than posted.
-func (c *Client) PostReview(ctx context.Context, r Repo, number int, p Publication) (id int64, found bool, err error) {
-	if err := p.validate(); err != nil {
-		return 0, false, err
-	}
-	g, err := c.forRepo(r)
-	if err != nil {
-		return 0, false, err
-	}
-	marker := Marker(p.JobID)
-	body := p.Body
-	if !strings.Contains(body, marker) {
-		body = marker + "\n" + body
-	}
-	body = clip(body, MaxReviewBodyBytes)
-	landed := func(ctx context.Context) (bool, error) {
-		var err error
-		id, err = c.findReview(ctx, g, r, number, marker)
-		return id != 0, err
-	}
-	err = c.post(ctx, "post review", landed, func(ctx context.Context) (*gh.Response, error) {
-		rv, resp, err := g.PullRequests.CreateReview(ctx, r.Owner, r.Name, number, &gh.PullRequestReviewRequest{
-			CommitID: gh.Ptr(p.HeadSHA),
-			Body:     gh.Ptr(body),
-			Event:    gh.Ptr(p.Event),
-		})
-		if err == nil {
-			id = rv.GetID()
-		}
-		return resp, err
-	})
-	if errors.Is(err, errLanded) {
-		c.log.Info("review already posted; not posting again", "repo", r.String(), "pr", number, "review_id", id)
-		return id, true, nil
-	}
-	if err != nil {
-		return 0, false, fmt.Errorf("%s#%d: %w", r, number, err)
-	}
-	return id, false, nil
-}
-
-func (c *Client) findReview(ctx context.Context, g *gh.Client, r Repo, number int, marker string) (int64, error) {
-	opts := &gh.ListOptions{PerPage: reviewsPerPage, Page: 1}
-	for range maxListPages {
-		var page []*gh.PullRequestReview
-		var next int
-		err := c.call(ctx, "list reviews", func(ctx context.Context) (*gh.Response, error) {
-			var resp *gh.Response
-			var err error
-			page, resp, err = g.PullRequests.ListReviews(ctx, r.Owner, r.Name, number, opts)
-			if resp != nil {
-				next = resp.NextPage
-			}
-			return resp, err
-		})
-		if err != nil {
-			return 0, err
-		}
-		for _, rv := range page {
-			if c.ours(rv.GetUser()) && strings.Contains(rv.GetBody(), marker) {
-				return rv.GetID(), nil
-			}
-		}
-		if next == 0 {
-			return 0, nil
-		}
-		opts.Page = next
-	}
-	return 0, nil
 }
 
 // ours says whether a review author is this App: the configured bot
@@ -196,81 +168,17 @@ func (c *Client) ours(u *gh.User) bool {
 	return u.GetType() == "Bot"
 }
 
-// PostCheckRun creates one completed check run named Config.CheckName on
-// p.HeadSHA with external_id p.JobID, unless one exists.
-func (c *Client) PostCheckRun(ctx context.Context, r Repo, p Publication) (id int64, found bool, err error) {
-	if err := p.validate(); err != nil {
-		return 0, false, err
-	}
-	g, err := c.forRepo(r)
-	if err != nil {
-		return 0, false, err
-	}
-	landed := func(ctx context.Context) (bool, error) {
-		var err error
-		id, err = c.findCheckRun(ctx, g, r, p)
-		return id != 0, err
-	}
-	title := clipLine(firstLine(p.Title), MaxCheckTitleBytes)
-	if title == "" {
-		title = c.cfg.CheckName + ": " + p.Conclusion
-	}
-	err = c.post(ctx, "post check run", landed, func(ctx context.Context) (*gh.Response, error) {
-		cr, resp, err := g.Checks.CreateCheckRun(ctx, r.Owner, r.Name, gh.CreateCheckRunOptions{
-			Name:        c.cfg.CheckName,
-			HeadSHA:     p.HeadSHA,
-			ExternalID:  gh.Ptr(p.JobID),
-			Status:      gh.Ptr("completed"),
-			Conclusion:  gh.Ptr(p.Conclusion),
-			CompletedAt: &gh.Timestamp{Time: c.clock.Now().UTC()},
-			Output: &gh.CheckRunOutput{
-				Title:   gh.Ptr(title),
-				Summary: gh.Ptr(clip(p.Summary, MaxCheckSummaryBytes)),
-			},
-		})
-		if err == nil {
-			id = cr.GetID()
+// afterFirst wraps a landed check for a request just decided on from a
+// fresh read: the first attempt goes ahead, every retry looks first.
+func afterFirst(landed func(ctx context.Context) (bool, error)) func(ctx context.Context) (bool, error) {
+	first := true
+	return func(ctx context.Context) (bool, error) {
+		if first {
+			first = false
+			return false, nil
 		}
-		return resp, err
-	})
-	if errors.Is(err, errLanded) {
-		c.log.Info("check run already posted; not posting again", "repo", r.String(), "head_sha", p.HeadSHA, "check_run_id", id)
-		return id, true, nil
+		return landed(ctx)
 	}
-	if err != nil {
-		return 0, false, fmt.Errorf("%s check run: %w", r, err)
-	}
-	return id, false, nil
-}
-
-func (c *Client) findCheckRun(ctx context.Context, g *gh.Client, r Repo, p Publication) (int64, error) {
-	opts := &gh.ListCheckRunsOptions{CheckName: gh.Ptr(c.cfg.CheckName), Filter: gh.Ptr("all"), AppID: gh.Ptr(c.cfg.AppID), ListOptions: gh.ListOptions{PerPage: checkRunsPerPage, Page: 1}}
-	for range maxListPages {
-		var res *gh.ListCheckRunsResults
-		var next int
-		err := c.call(ctx, "list check runs", func(ctx context.Context) (*gh.Response, error) {
-			var resp *gh.Response
-			var err error
-			res, resp, err = g.Checks.ListCheckRunsForRef(ctx, r.Owner, r.Name, p.HeadSHA, opts)
-			if resp != nil {
-				next = resp.NextPage
-			}
-			return resp, err
-		})
-		if err != nil {
-			return 0, err
-		}
-		for _, cr := range res.CheckRuns {
-			if cr.GetExternalID() == p.JobID && (cr.App == nil || cr.GetApp().GetID() == c.cfg.AppID) {
-				return cr.GetID(), nil
-			}
-		}
-		if next == 0 {
-			return 0, nil
-		}
-		opts.Page = next
-	}
-	return 0, nil
 }
 
 // clip cuts s to at most max bytes on a rune boundary, ending with a note

@@ -51,7 +51,7 @@ func TestPublish(t *testing.T) {
 	}
 	wantReview := map[string]any{
 		"commit_id": headSHA,
-		"body":      "<!-- gilf:job=42 -->\n## gilf\nAll checks ran.",
+		"body":      "<!-- gilf:summary -->\n<!-- gilf:job=42 -->\n<!-- gilf:head sha=" + headSHA + " title=1+step+failed -->\n## gilf\nAll checks ran.",
 		"event":     "COMMENT",
 	}
 	if diff := cmp.Diff(wantReview, review.Body); diff != "" {
@@ -219,7 +219,7 @@ func TestPublishSizeLimits(t *testing.T) {
 		switch r.Endpoint {
 		case githubtest.CreateReview:
 			body := r.Body["body"].(string)
-			if len(body) > MaxReviewBodyBytes || !utf8.ValidString(body) || !strings.HasPrefix(body, Marker("77")) || !strings.HasSuffix(body, truncatedNote) {
+			if len(body) > MaxReviewBodyBytes || !utf8.ValidString(body) || !strings.HasPrefix(body, SummaryMarker+"\n"+Marker("77")+"\n") || !strings.HasSuffix(body, truncatedNote) {
 				t.Errorf("review body: %d bytes, valid=%v, prefix %q", len(body), utf8.ValidString(body), body[:30])
 			}
 		case githubtest.CreateCheckRun:

@@ -94,6 +94,7 @@ func singleStep(plan validation.Plan, st validation.Step) validation.Plan {
 		PackageManagerSource: plan.PackageManagerSource,
 		Lockfile:             plan.Lockfile,
 		Steps:                []validation.Step{st},
+		Env:                  plan.Env,
 	}
 }
 

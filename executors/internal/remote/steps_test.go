@@ -192,3 +192,27 @@ func TestNotRun(t *testing.T) {
 		t.Errorf("AnyRunnable is wrong")
 	}
 }
+
+// The repository's variables reach every step of a remote run, each
+// step's shell exporting them.
+func TestRunStepsPlanEnv(t *testing.T) {
+	plan := validation.Plan{PackageManager: validation.PackageManager("npm"), Env: map[string]string{"FORCE_COLOR": "0"},
+		Steps: []validation.Step{
+			{Name: validation.StepInstall, Argv: []string{"sh", "-c", `echo "install FORCE_COLOR=$FORCE_COLOR"`}, Timeout: 20 * time.Second},
+			{Name: "test", Argv: []string{"sh", "-c", `echo "test FORCE_COLOR=$FORCE_COLOR"`}, Timeout: 20 * time.Second},
+		}}
+	nonce, scripts, err := Shells(plan, 64<<10, "test", "the test executor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sp := StepPlan{Plan: plan, Scripts: scripts, Nonce: nonce, Cwd: "/checkout", Grace: 5 * time.Second, StopBound: time.Second, Lifetime: "the test lifetime"}
+	out, err := RunSteps(t.Context(), sp, &shRunner{dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range out.Steps {
+		if want := s.Name + " FORCE_COLOR=0"; !strings.Contains(s.Output.Head, want) {
+			t.Errorf("step %s printed %q, want %q", s.Name, s.Output.Head, want)
+		}
+	}
+}

@@ -8,7 +8,10 @@
 // tokens are minted, expire, are scoped to the repositories named when
 // minting and are checked on every call; the tarball endpoint redirects
 // to a separate codeload server with a one-time credential in the query;
-// reviews and check runs that were posted are listed back; the App
+// reviews and check runs that were posted are listed back; check runs are
+// updated (PATCH merges status, conclusion and output, appends at most 50
+// annotations per request, counting output.annotations_count); reviews
+// are edited in place (PUT body) and dismissed (PUT …/dismissals); the App
 // webhook's delivery log (SetDeliveries) is listed with cursor pagination
 // and redelivery requests are recorded (Redeliveries). Every request
 // is recorded (method, path, JSON body) and faults can be injected per
@@ -56,6 +59,10 @@ const (
 	ListReviews    Endpoint = "pulls/list-reviews"
 	CreateCheckRun Endpoint = "checks/create"
 	ListCheckRuns  Endpoint = "checks/list-for-ref"
+	GetCheckRun    Endpoint = "checks/get"
+	UpdateCheckRun Endpoint = "checks/update"
+	UpdateReview   Endpoint = "pulls/update-review"
+	DismissReview  Endpoint = "pulls/dismiss-review"
 )
 
 // FaultKind is what an injected fault does.
@@ -80,11 +87,14 @@ const (
 	Validation
 )
 
-// Fault is injected on the next Times requests of an endpoint (1 when 0).
+// Fault is injected on the next Times requests of an endpoint (1 when
+// 0), after letting Skip requests through (Skip: 1 faults the second
+// request, e.g. the second batch of annotations).
 type Fault struct {
 	Kind       FaultKind
 	Status     int
 	Times      int
+	Skip       int
 	RetryAfter time.Duration
 	Reset      time.Time
 }
@@ -157,7 +167,8 @@ type Server struct {
 	downloads    map[string]bool // one-time codeload credentials
 	redirect     string          // tarball Location override
 	reviews      []map[string]any
-	checkRuns    []map[string]any
+	dismissals   []Dismissal
+	checkRuns    []*checkRun
 	nextID       int64
 	lastJWTTimes [2]time.Time
 	hooks        hookDeliveries
@@ -242,6 +253,10 @@ func New(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("GET "+bp+"/repos/{owner}/{repo}/pulls/{number}/reviews", s.repo(ListReviews, s.listReviews))
 	mux.HandleFunc("POST "+bp+"/repos/{owner}/{repo}/check-runs", s.repo(CreateCheckRun, s.createCheckRun))
 	mux.HandleFunc("GET "+bp+"/repos/{owner}/{repo}/commits/{ref}/check-runs", s.repo(ListCheckRuns, s.listCheckRuns))
+	mux.HandleFunc("GET "+bp+"/repos/{owner}/{repo}/check-runs/{id}", s.repo(GetCheckRun, s.getCheckRun))
+	mux.HandleFunc("PATCH "+bp+"/repos/{owner}/{repo}/check-runs/{id}", s.repo(UpdateCheckRun, s.updateCheckRun))
+	mux.HandleFunc("PUT "+bp+"/repos/{owner}/{repo}/pulls/{number}/reviews/{id}", s.repo(UpdateReview, s.updateReview))
+	mux.HandleFunc("PUT "+bp+"/repos/{owner}/{repo}/pulls/{number}/reviews/{id}/dismissals", s.repo(DismissReview, s.dismissReview))
 	mux.HandleFunc("GET "+bp+"/app/hook/deliveries", s.app(ListDeliveries, s.listDeliveries))
 	mux.HandleFunc("POST "+bp+"/app/hook/deliveries/{id}/attempts", s.app(Redeliver, s.redeliver))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -367,20 +382,6 @@ func (s *Server) Count(ep Endpoint) int {
 	return n
 }
 
-// Reviews returns the reviews posted (as GitHub would list them).
-func (s *Server) Reviews() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]map[string]any(nil), s.reviews...)
-}
-
-// CheckRuns returns the check runs posted.
-func (s *Server) CheckRuns() []map[string]any {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]map[string]any(nil), s.checkRuns...)
-}
-
 // example loads a JSON example from shared/data/github-api.
 func (s *Server) example(name string) map[string]any {
 	var m map[string]any
@@ -430,6 +431,10 @@ func (s *Server) takeFault(ep Endpoint) (Fault, bool) {
 		return Fault{}, false
 	}
 	f := q[0]
+	if f.Skip > 0 {
+		q[0].Skip--
+		return Fault{}, false
+	}
 	f.Times--
 	if f.Times <= 0 {
 		s.faults[ep] = q[1:]

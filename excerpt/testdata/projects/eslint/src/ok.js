@@ -1,0 +1,3 @@
+module.exports = function ok() {
+  return true;
+};

@@ -1,0 +1,5 @@
+interface User {
+  name: string;
+}
+
+export const user: User = { name: "ada", age: 36 };

@@ -1,0 +1,3 @@
+export function sum(a, b) {
+  return a - b;
+}
