@@ -279,6 +279,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if now.HeadSHA != j.HeadSHA {
 		log.Info("head moved on during validation; result recorded, not posted", "current_head", now.HeadSHA)
 		res.Stale = true
+		p.finishStale(ctx, j, base, now.HeadSHA, log)
 		return res, nil
 	}
 	cfgEvent := "COMMENT"
@@ -312,6 +313,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if err := p.Publisher.Publish(ctx, j, pub); err != nil {
 		if errors.Is(err, ErrStaleHead) {
 			res.Stale = true
+			p.finishStale(ctx, j, base, "", log)
 			return res, nil
 		}
 		return res, fmt.Errorf("publish: %w", err)
@@ -329,6 +331,40 @@ func (p *Pipeline) internals() []string {
 	// Longest first, so a path inside another is withheld whole.
 	slices.SortFunc(out, func(a, b string) int { return len(b) - len(a) })
 	return out
+}
+
+// finishStale completes the check run of a head that moved on during
+// validation: its result is recorded, not posted, and its check run must
+// not stay in progress on that commit.
+func (p *Pipeline) finishStale(ctx context.Context, j Job, base CheckProgress, current string, log *slog.Logger) {
+	f, ok := p.Publisher.(CheckFinisher)
+	if !ok {
+		return
+	}
+	summary := "The pull request moved on to a newer head during validation"
+	if current != "" {
+		summary += " (" + code(current) + ")"
+	}
+	summary += "; this head's result is recorded, not posted. The newer head is validated on its own."
+	if err := f.FinishCheck(ctx, j, Publication{
+		HeadSHA: j.HeadSHA, Conclusion: ConclusionNeutral, NoReview: true, DetailsURL: base.DetailsURL,
+		Title: "gilf validation: ⏭️ not posted — the pull request moved on", Summary: summary,
+	}); err != nil {
+		log.Warn("check run of a stale head not completed", "err", err)
+	}
+}
+
+// GaveUp is the check run of a job that ended without a result (its
+// retries used up, or a failure no retry can change): attempts is how
+// many it had.
+func GaveUp(j Job, attempts int) Publication {
+	return Publication{
+		HeadSHA: j.HeadSHA, Conclusion: ConclusionNeutral, NoReview: true,
+		Title: "gilf validation: ⚠️ not validated — gilf gave up",
+		Summary: fmt.Sprintf("gilf's own infrastructure failed (%d %s), so this head was not validated. "+
+			"This says nothing about the pull request; the operator can see why in gilf's log. Re-run to try again.",
+			attempts, plural(attempts, "attempt", "attempts")),
+	}
 }
 
 // detailsURL is the dashboard's page of the job, "" without a dashboard.

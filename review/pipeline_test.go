@@ -34,10 +34,19 @@ type fakeGitHub struct {
 	tree map[string]string
 	// progress records check-run progress when set (a ProgressPublisher).
 	progress *[]CheckProgress
+	finished []Publication // check runs finished alone
 }
 
-// progressGitHub is a fakeGitHub whose publisher also shows progress.
+// progressGitHub is a fakeGitHub whose publisher also shows progress and
+// finishes check runs alone.
 type progressGitHub struct{ *fakeGitHub }
+
+func (g progressGitHub) FinishCheck(ctx context.Context, j Job, p Publication) error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.finished = append(g.finished, p)
+	return nil
+}
 
 func (g progressGitHub) Progress(ctx context.Context, j Job, p CheckProgress) error {
 	g.mu.Lock()
@@ -353,5 +362,31 @@ func TestPipelinePassesRepoEnv(t *testing.T) {
 	}
 	if reqs := fake.Requests(); len(reqs) != 1 || reqs[0].Plan.Env["FORCE_COLOR"] != "0" {
 		t.Errorf("plan env not passed: %+v", reqs)
+	}
+}
+
+// A head that moves on during validation is recorded, not posted, and its
+// check run, started in progress, is completed neutral: none is left
+// running on the old commit.
+func TestPipelineStaleHeadFinishesItsCheckRun(t *testing.T) {
+	exec := &executortest.Fake{ExecName: executors.NameManagedE2B}
+	var progress []CheckProgress
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, heads: []string{head, "ffff"}, files: []ChangedFile{{Name: "index.js"}},
+		manifest: `{"scripts":{"test":"node t.js"}}`, progress: &progress}
+	p := newTestPipeline(t, g, executors.Set{exec})
+	p.Publisher = progressGitHub{g}
+	res, err := p.Run(context.Background(), Job{ID: 3, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head})
+	if err != nil || !res.Stale {
+		t.Fatalf("Run: stale %v, err %v", res.Stale, err)
+	}
+	if len(g.posted) != 0 {
+		t.Errorf("a stale head's review was posted")
+	}
+	if len(progress) == 0 {
+		t.Fatalf("no progress was shown before the head moved")
+	}
+	if len(g.finished) != 1 || g.finished[0].Conclusion != ConclusionNeutral || !g.finished[0].NoReview ||
+		!strings.Contains(g.finished[0].Summary, "ffff") || g.finished[0].HeadSHA != head {
+		t.Errorf("finished %+v, want one neutral check run on the old head naming the new one", g.finished)
 	}
 }

@@ -37,6 +37,13 @@ type ProgressPublisher interface {
 	Progress(ctx context.Context, j Job, p CheckProgress) error
 }
 
+// CheckFinisher completes a job's check run alone — no review, and no
+// re-read of the head — so that no check run is left in progress: for a
+// head that moved on during validation, or a job that gave up.
+type CheckFinisher interface {
+	FinishCheck(ctx context.Context, j Job, p Publication) error
+}
+
 // ProgressTimeout bounds one progress update: progress is best effort and
 // never holds a validation up.
 const ProgressTimeout = 30 * time.Second

@@ -515,7 +515,7 @@ func CheckSummary(rec validation.Record, opts RenderOptions, annotations, omitte
 		}
 		b.WriteString("\n\n")
 		if f.Body != "" {
-			body, cut := headCut(sanitize(f.Body), CheckSummaryFailureChars)
+			body, cut := headCut(sanitizeOutput(f.Body), CheckSummaryFailureChars)
 			b.WriteString(fence(body))
 			if cut {
 				b.WriteString("\n_The rest is in the details below and in the review._\n")

@@ -100,7 +100,23 @@ type githubPublisher struct {
 var (
 	_ review.Publisher         = githubPublisher{}
 	_ review.ProgressPublisher = githubPublisher{}
+	_ review.CheckFinisher     = githubPublisher{}
 )
+
+// FinishCheck completes the job's check run only (created when missing),
+// without re-reading the head: nothing is posted to the conversation.
+func (g githubPublisher) FinishCheck(ctx context.Context, j review.Job, p review.Publication) error {
+	id, _, err := g.c.PostCheckRun(ctx, repoOf(j), github.Publication{
+		JobID: j.PublicationID(), HeadSHA: p.HeadSHA, NoReview: true,
+		Conclusion: p.Conclusion, Title: p.Title, Summary: p.Summary, Text: p.Text, DetailsURL: p.DetailsURL,
+	})
+	if id != 0 {
+		if merr := g.posted.MarkPosted(ctx, store.Posted{JobID: j.ID, CheckRunID: id, HeadSHA: p.HeadSHA}); merr != nil {
+			return errors.Join(err, fmt.Errorf("record posted check run: %w", merr))
+		}
+	}
+	return err
+}
 
 // Progress creates the job's check run (queued) or moves it on
 // (in_progress, the step now running); a completed one is left alone.

@@ -31,6 +31,9 @@ type storeQueue struct {
 	db      *store.DB
 	log     *slog.Logger
 	metrics *serveMetrics
+	// finish, when set, completes the check run of a job that ends
+	// without a result (dead or failed), so none stays in progress.
+	finish review.CheckFinisher
 
 	mu     sync.Mutex
 	leases map[leaseKey]store.Lease
@@ -167,7 +170,19 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 		return fmt.Errorf("release job %d: %w", c.Job.ID, err)
 	}
 	q.metrics.finished.WithLabelValues(string(r.State)).Inc()
-	q.log.Info("job released", "job_id", c.Job.ID, "state", r.State, "next_attempt_at", r.NextAttemptAt, "attempt", c.Job.Attempt)
+	if r.State == store.StateQueued {
+		q.log.Info("job released", "job_id", c.Job.ID, "state", r.State, "next_attempt_at", r.NextAttemptAt, "attempt", c.Job.Attempt)
+		return nil
+	}
+	// Dead or failed: the job will not run again unless asked (Re-run).
+	q.log.Error("job ended without a result", "job_id", c.Job.ID, "state", r.State, "attempt", c.Job.Attempt, "last_error", retryCause(cause))
+	if q.finish != nil && c.Job.InstallationID != 0 {
+		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), review.ProgressTimeout)
+		defer cancel()
+		if err := q.finish.FinishCheck(fctx, c.Job, review.GaveUp(c.Job, c.Job.Attempt)); err != nil {
+			q.log.Warn("check run of a job that gave up not completed", "job_id", c.Job.ID, "err", err)
+		}
+	}
 	return nil
 }
 

@@ -182,6 +182,8 @@ func TestServeQueueRetry(t *testing.T) {
 			db := newTestStore(t, c)
 			m := newServeMetrics(db)
 			q := newStoreQueue(db, slog.New(slog.DiscardHandler), m)
+			fin := &finisher{}
+			q.finish = fin
 			rec := queueJob(t, wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}, "d-r"+strconv.Itoa(i), "ccccccc", 11)
 			cl, ok, err := q.Claim(t.Context(), "w/0", time.Minute)
 			if err != nil || !ok {
@@ -201,6 +203,14 @@ func TestServeQueueRetry(t *testing.T) {
 				if wait := st.NextAttemptAt.Sub(c.now); wait < tt.least {
 					t.Errorf("next attempt in %v, want at least %v", wait, tt.least)
 				}
+				if len(fin.got) != 0 {
+					t.Errorf("a job queued again had its check run finished: %+v", fin.got)
+				}
+			} else if len(fin.got) != 1 || fin.got[0].Conclusion != review.ConclusionNeutral || !fin.got[0].NoReview ||
+				!strings.Contains(fin.got[0].Title, "gave up") {
+				// A job that will not run again leaves no check run in
+				// progress.
+				t.Errorf("finished check runs %+v, want one neutral 'gave up'", fin.got)
 			}
 			if err := q.Retry(t.Context(), cl, tt.cause); !errors.Is(err, store.ErrLeaseLost) {
 				t.Errorf("second retry of one claim: %v, want ErrLeaseLost", err)
@@ -441,4 +451,12 @@ func TestServeGitHubPublish(t *testing.T) {
 	if n := f.srv.Count(githubtest.CreateReview); n != 1 {
 		t.Errorf("a stale result was posted: %d review posts", n)
 	}
+}
+
+// finisher records the check runs a queue finishes alone.
+type finisher struct{ got []review.Publication }
+
+func (f *finisher) FinishCheck(ctx context.Context, j review.Job, p review.Publication) error {
+	f.got = append(f.got, p)
+	return nil
 }

@@ -147,6 +147,8 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		}
 	}()
 	metrics := newServeMetrics(db)
+	queue := newStoreQueue(db, log, metrics)
+	queue.finish = githubPublisher{c: gc, posted: db}
 	wake := make(chan struct{}, 1)
 	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
@@ -159,7 +161,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return err
 	}
 	worker := &review.Worker{
-		Queue:       newStoreQueue(db, log, metrics),
+		Queue:       queue,
 		Runner:      newPipeline(cfg, sc, set, gc, db, evStore, secrets, metrics, log),
 		Owner:       owner,
 		Concurrency: sc.Workers,
