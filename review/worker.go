@@ -35,6 +35,14 @@ type Queue interface {
 	Retry(ctx context.Context, c Claim, cause error) error
 }
 
+// Abandoner is a Queue told when a job's lease was lost, so it can end
+// what the job left behind: the check run of a job superseded by a newer
+// head or cancelled (a closed pull request) must not stay in progress. A
+// job another worker took over is its to finish.
+type Abandoner interface {
+	Abandoned(ctx context.Context, c Claim)
+}
+
 // Runner runs one job; *Pipeline is the real one.
 type Runner interface {
 	Run(ctx context.Context, j Job) (Result, error)
@@ -166,6 +174,9 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 	switch {
 	case lost != nil && !errors.Is(lost, context.Canceled):
 		log.Warn("job abandoned", "err", lost)
+		if a, ok := w.Queue.(Abandoner); ok {
+			a.Abandoned(sctx, c)
+		}
 	case err != nil:
 		log.Warn("job failed; will retry", "err", err)
 		if rerr := w.Queue.Retry(sctx, c, err); rerr != nil {

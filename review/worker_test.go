@@ -18,6 +18,7 @@ type memQueue struct {
 	heartbeat int
 	completed []Result
 	retried   []error
+	abandoned chan Job      // told of abandoned jobs, when set
 	done      chan struct{} // closed after the first Complete or Retry
 	once      sync.Once
 }
@@ -59,6 +60,12 @@ func (q *memQueue) Retry(ctx context.Context, c Claim, cause error) error {
 	q.mu.Unlock()
 	q.once.Do(func() { close(q.done) })
 	return nil
+}
+
+func (q *memQueue) Abandoned(ctx context.Context, c Claim) {
+	if q.abandoned != nil {
+		q.abandoned <- c.Job
+	}
 }
 
 type runnerFunc func(ctx context.Context, j Job) (Result, error)
@@ -136,6 +143,7 @@ func TestWorkerHeartbeat(t *testing.T) {
 	t.Run("lease lost cancels the job", func(t *testing.T) {
 		q := newMemQueue(Job{ID: 1})
 		q.hbErr = func(int) error { return ErrLeaseLost }
+		q.abandoned = make(chan Job, 1)
 		cancelled := make(chan struct{})
 		stop := startWorker(t, q, runnerFunc(func(ctx context.Context, j Job) (Result, error) {
 			<-ctx.Done()
@@ -146,6 +154,14 @@ func TestWorkerHeartbeat(t *testing.T) {
 		case <-cancelled:
 		case <-time.After(5 * time.Second):
 			t.Fatal("job not cancelled after its lease was lost")
+		}
+		select {
+		case j := <-q.abandoned:
+			if j.ID != 1 {
+				t.Errorf("abandoned job %d, want 1", j.ID)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatal("the queue was not told the job was abandoned")
 		}
 		stop()
 		if len(q.completed)+len(q.retried) != 0 {

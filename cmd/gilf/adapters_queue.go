@@ -186,6 +186,42 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 	return nil
 }
 
+var _ review.Abandoner = (*storeQueue)(nil)
+
+// Abandoned completes the check run of a job whose lease was lost because
+// it was superseded or cancelled; a job another worker took over, or one
+// re-run since, is left to its new owner.
+func (q *storeQueue) Abandoned(ctx context.Context, c review.Claim) {
+	if q.finish == nil || c.Job.InstallationID == 0 {
+		return
+	}
+	st, err := q.db.JobState(ctx, c.Job.ID)
+	if err != nil {
+		q.log.Warn("abandoned job's state not read", "job_id", c.Job.ID, "err", err)
+		return
+	}
+	var title string
+	switch st.State {
+	case store.StateSuperseded:
+		title = "gilf validation: ⏭️ not validated — superseded"
+	case store.StateCancelled:
+		title = "gilf validation: ⏭️ not validated — cancelled"
+	default:
+		return
+	}
+	if st.Reruns != c.Job.Rerun {
+		return
+	}
+	summary := "This validation was stopped before it finished: " + st.Reason + "."
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), review.ProgressTimeout)
+	defer cancel()
+	if err := q.finish.FinishCheck(fctx, c.Job, review.Publication{
+		HeadSHA: c.Job.HeadSHA, Conclusion: review.ConclusionNeutral, NoReview: true, Title: title, Summary: summary,
+	}); err != nil {
+		q.log.Warn("check run of an abandoned job not completed", "job_id", c.Job.ID, "err", err)
+	}
+}
+
 // transient reports whether a job that failed with err may succeed on a
 // later attempt. Only failures that no retry can change are permanent:
 // an invalid request, a forbidden redirect, an oversized file or

@@ -460,3 +460,42 @@ func (f *finisher) FinishCheck(ctx context.Context, j review.Job, p review.Publi
 	f.got = append(f.got, p)
 	return nil
 }
+
+// A job whose lease was lost because a newer head superseded it gets its
+// check run completed; one another worker took over keeps its own.
+func TestServeQueueAbandoned(t *testing.T) {
+	c := &clock{now: time.Date(2026, 3, 14, 9, 0, 0, 0, time.UTC)}
+	db := newTestStore(t, c)
+	m := newServeMetrics(db)
+	in := wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}
+	q := newStoreQueue(db, slog.New(slog.DiscardHandler), m)
+	fin := &finisher{}
+	q.finish = fin
+
+	queueJob(t, in, "d-a1", "aaaaaaa", 11)
+	old, ok, err := q.Claim(t.Context(), "w/0", time.Second)
+	if err != nil || !ok {
+		t.Fatalf("claim: %v, %v", ok, err)
+	}
+	c.now = c.now.Add(time.Second)
+	taken, ok, err := q.Claim(t.Context(), "w/1", time.Minute)
+	if err != nil || !ok || taken.Job.ID != old.Job.ID {
+		t.Fatalf("take-over claim: %+v, %v, %v", taken, ok, err)
+	}
+	q.Abandoned(t.Context(), old)
+	if len(fin.got) != 0 {
+		t.Fatalf("a job another worker holds had its check run finished: %+v", fin.got)
+	}
+
+	queueJob(t, in, "d-a2", "bbbbbbb", 11) // a newer head of the same pull request
+	st, err := db.JobState(t.Context(), taken.Job.ID)
+	if err != nil || st.State != store.StateSuperseded {
+		t.Fatalf("old head's job: %+v, %v; want superseded", st, err)
+	}
+	q.Abandoned(t.Context(), taken)
+	if len(fin.got) != 1 || fin.got[0].Conclusion != review.ConclusionNeutral || !fin.got[0].NoReview ||
+		!strings.Contains(fin.got[0].Title, "superseded") || !strings.Contains(fin.got[0].Summary, "bbbbbbb") ||
+		fin.got[0].HeadSHA != "aaaaaaa" {
+		t.Errorf("finished %+v, want one neutral 'superseded' check run on the old head", fin.got)
+	}
+}
