@@ -1,0 +1,97 @@
+package main
+
+import (
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+)
+
+func TestLoadDashboard(t *testing.T) {
+	const tok = "0123456789abcdef-dashboard"
+	for _, tt := range []struct {
+		name, env string
+		enabled   bool
+		err       string
+	}{
+		{"unset", "", false, ""},
+		{"blank", "   ", false, ""},
+		{"set", tok, true, ""},
+		{"trimmed", " " + tok + "\n", true, ""},
+		{"short", "fifteen-chars-x", false, "at least 16"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := loadDashboard(func(k string) string {
+				if k == "GILF_DASHBOARD_TOKEN" {
+					return tt.env
+				}
+				return ""
+			})
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || strings.Contains(err.Error(), tt.env) {
+					t.Fatalf("err %v, want one naming %q without the token", err, tt.err)
+				}
+				return
+			}
+			if err != nil || c.Enabled() != tt.enabled {
+				t.Fatalf("%+v %v, want enabled %v", c, err, tt.enabled)
+			}
+			if c.Enabled() && (c.Token.Reveal() != tok || strings.Contains(fmt.Sprintf("%v %+v", c, c), tok)) {
+				t.Fatalf("token %q, or printed", c.Token.Reveal())
+			}
+		})
+	}
+}
+
+// TestDashboardRoutes checks the mount: 404 without a token, the
+// dashboard's own auth with one.
+func TestDashboardRoutes(t *testing.T) {
+	db := newTestStore(t, nil)
+	m := newServeMetrics(db)
+	log := slog.New(slog.DiscardHandler)
+	off := httptest.NewServer(routes(http.NotFoundHandler(), db, m, log, nil))
+	defer off.Close()
+	paths := []string{"/dashboard", "/dashboard/", "/dashboard/login", "/dashboard/costs", "/api/v1/runs", "/api/v1/jobs"}
+	for _, p := range paths {
+		if code, _ := httpGet(t, off.URL, p); code != http.StatusNotFound {
+			t.Errorf("GET %s without GILF_DASHBOARD_TOKEN: %d, want 404", p, code)
+		}
+	}
+
+	const tok = "0123456789abcdef-dashboard"
+	dash, err := newDashboard(DashboardConfig{Token: NewSecret(tok)}, db, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	on := httptest.NewServer(routes(http.NotFoundHandler(), db, m, log, dash))
+	defer on.Close()
+	for _, p := range paths[:2] {
+		if code, _ := httpGet(t, on.URL, p); code != http.StatusUnauthorized {
+			t.Errorf("GET %s without credentials: %d, want 401", p, code)
+		}
+	}
+	if code, b := httpGet(t, on.URL, "/dashboard/login"); code != http.StatusOK || !strings.Contains(b, `name="token"`) {
+		t.Errorf("login form: %d", code)
+	}
+	for _, p := range paths {
+		req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, on.URL+p, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Authorization", "Bearer "+tok)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		// (The login form sends a signed-in client on to /dashboard.)
+		if resp.StatusCode != http.StatusOK {
+			t.Errorf("GET %s with the bearer token: %d, want 200", p, resp.StatusCode)
+		}
+	}
+	if code, _ := httpGet(t, on.URL, "/healthz"); code != http.StatusOK {
+		t.Errorf("/healthz beside the dashboard: %d", code)
+	}
+}
