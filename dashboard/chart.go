@@ -17,7 +17,7 @@ import (
 const (
 	chartW      = 720
 	chartH      = 260
-	chartLeft   = 64
+	chartLeft   = 84
 	chartRight  = 12
 	chartTop    = 12
 	chartBottom = 40
@@ -157,9 +157,16 @@ func costChart(since time.Time, days int, rows []validation.CostDay) chart {
 	top := niceCeil(maxUSD)
 	plotH := float64(chartH - chartTop - chartBottom)
 	plotW := float64(chartW - chartLeft - chartRight)
+	// Enough decimals that the ticks (quarters of top) differ.
+	decimals := 2
+	for step := top / 4; decimals < 6; decimals++ {
+		if v := step * math.Pow(10, float64(decimals)); math.Abs(v-math.Round(v)) < 1e-9 {
+			break
+		}
+	}
 	for i := 0; i <= 4; i++ {
 		v := top * float64(i) / 4
-		c.Ticks = append(c.Ticks, tick{Y: chartTop + plotH*(1-float64(i)/4), Label: fmt.Sprintf("$%.2f", v)})
+		c.Ticks = append(c.Ticks, tick{Y: chartTop + plotH*(1-float64(i)/4), Label: fmt.Sprintf("$%.*f", decimals, v)})
 	}
 	slot := plotW / float64(days)
 	every := int(math.Ceil(float64(days) / 8))

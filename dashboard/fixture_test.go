@@ -2,6 +2,7 @@ package dashboard_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
 	"io"
@@ -76,7 +77,7 @@ func newFixture(t *testing.T) *fixture {
 func (f *fixture) job(t *testing.T, repo string, pr int) int64 {
 	t.Helper()
 	f.n++
-	head := fmt.Sprintf("%040x", 0xabc000+f.n)
+	head := fmt.Sprintf("%x", sha1.Sum([]byte(fmt.Sprint("head", f.n))))
 	now := f.clock.Now()
 	res, err := f.db.RecordDelivery(context.Background(), validation.Delivery{
 		ID: fmt.Sprintf("0b6d6f40-0000-11ef-8000-%012d", f.n), Event: "pull_request", Action: "synchronize",
