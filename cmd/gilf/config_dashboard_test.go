@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -93,5 +94,50 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 	if code, _ := httpGet(t, on.URL, "/healthz"); code != http.StatusOK {
 		t.Errorf("/healthz beside the dashboard: %d", code)
+	}
+}
+
+// TestLoadServeConfigDashboard checks a short token stops the start
+// with the other problems, without printing the token.
+func TestLoadServeConfigDashboard(t *testing.T) {
+	_, _, _, err := loadServeConfig(serveEnvMap(map[string]string{"GILF_DASHBOARD_TOKEN": "short-tok", "GILF_WORKERS": "0"}))
+	if err == nil || !strings.Contains(err.Error(), "GILF_DASHBOARD_TOKEN") || !strings.Contains(err.Error(), "GILF_WORKERS") ||
+		strings.Contains(err.Error(), "short-tok") {
+		t.Fatalf("err %v, want both problems and no token", err)
+	}
+}
+
+// TestServeDashboard runs gilf serve with GILF_DASHBOARD_TOKEN: the API
+// answers the bearer token and nothing else.
+func TestServeDashboard(t *testing.T) {
+	const tok = "serve-dashboard-token-0123456789"
+	key := newAppKey(t)
+	srv := fakeGitHub(t, key, openedPayload(t), nil)
+	p := startServe(t, serveEnv(t, srv, key, t.TempDir(), "GILF_DASHBOARD_TOKEN="+tok))
+	if code, _ := httpGet(t, p.url, "/api/v1/runs"); code != http.StatusUnauthorized {
+		t.Errorf("GET /api/v1/runs without the token: %d, want 401", code)
+	}
+	if code, _ := httpGet(t, p.url, "/dashboard"); code != http.StatusUnauthorized {
+		t.Errorf("GET /dashboard without the token: %d, want 401", code)
+	}
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, p.url+"/api/v1/runs", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+tok)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Runs       []any  `json:"runs"`
+		NextBefore *int64 `json:"next_before"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || resp.StatusCode != http.StatusOK || body.Runs == nil || len(body.Runs) != 0 {
+		t.Fatalf("GET /api/v1/runs with the token: %d %+v %v, want 200 and no runs", resp.StatusCode, body, err)
+	}
+	if strings.Contains(p.stderr.String(), tok) {
+		t.Error("the token reached the log")
 	}
 }
