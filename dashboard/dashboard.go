@@ -20,9 +20,8 @@ import (
 // Reader is what the dashboard reads. *store.DB implements it.
 type Reader interface {
 	RunList(ctx context.Context, q validation.RunQuery) (validation.RunPage, error)
-	// RunView reads one run; an error wrapping ErrNotFound (any error
-	// with a NotFound() bool method, or one for which IsNotFound holds)
-	// when there is none.
+	// RunView reads one run; when there is none, an error for which
+	// Config.IsNotFound holds.
 	RunView(ctx context.Context, id int64) (validation.RunView, error)
 	CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error)
 	JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error)
@@ -93,7 +92,7 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.IsNotFound == nil {
 		cfg.IsNotFound = func(error) bool { return false }
 	}
-	pages, err := template.New("").Funcs(funcs).ParseFS(files, "templates/*.html")
+	pages, err := template.New("").Funcs(funcs()).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
 	}

@@ -140,65 +140,68 @@ func safeURL(u string) string {
 	return p.String()
 }
 
-var funcs = template.FuncMap{
-	"safeURL": safeURL,
-	"when": func(t time.Time) string {
-		if t.IsZero() {
-			return "—"
-		}
-		return t.UTC().Format("2006-01-02 15:04:05")
-	},
-	"day": func(t time.Time) string {
-		if t.IsZero() {
-			return ""
-		}
-		return t.UTC().Format("2006-01-02")
-	},
-	"usd": func(v *float64) string {
-		if v == nil {
-			return "unknown"
-		}
-		return fmt.Sprintf("$%.4f", *v)
-	},
-	"ms": func(v int64) string { return (time.Duration(v) * time.Millisecond).String() },
-	"dur": func(d time.Duration) string {
-		return d.Round(time.Millisecond).String()
-	},
-	"span": func(a, b time.Time) string {
-		if a.IsZero() || b.IsZero() {
-			return "—"
-		}
-		return b.Sub(a).Round(time.Millisecond).String()
-	},
-	"short": func(s string) string {
-		if len(s) > 12 {
-			return s[:12]
-		}
-		return s
-	},
-	"exit": func(p *int) string {
-		if p == nil {
-			return "—"
-		}
-		return fmt.Sprint(*p)
-	},
-	"pct": func(a, b int) string {
-		if b == 0 {
-			return "—"
-		}
-		return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
-	},
-	"join": strings.Join,
-	"jobs": func(jobs []validation.JobView, retry bool, csrf string) jobsTable {
-		return jobsTable{Jobs: jobs, Retry: retry, CSRF: csrf}
-	},
-	"bytes": humanBytes,
-	"outcomeClass": func(o validation.Outcome) string {
-		return "o-" + string(o)
-	},
-	"statusClass": func(s validation.Status) string {
-		return "s-" + string(s)
-	},
+// funcs are the templates' functions.
+func funcs() template.FuncMap {
+	return template.FuncMap{
+		"safeURL": safeURL,
+		"when": func(t time.Time) string {
+			if t.IsZero() {
+				return "—"
+			}
+			return t.UTC().Format("2006-01-02 15:04:05")
+		},
+		"day": func(t time.Time) string {
+			if t.IsZero() {
+				return ""
+			}
+			return t.UTC().Format("2006-01-02")
+		},
+		"usd": func(v *float64) string {
+			if v == nil {
+				return "unknown"
+			}
+			return fmt.Sprintf("$%.4f", *v)
+		},
+		"ms": func(v int64) string { return (time.Duration(v) * time.Millisecond).String() },
+		"dur": func(d time.Duration) string {
+			return d.Round(time.Millisecond).String()
+		},
+		"span": func(a, b time.Time) string {
+			if a.IsZero() || b.IsZero() {
+				return "—"
+			}
+			return b.Sub(a).Round(time.Millisecond).String()
+		},
+		"short": func(s string) string {
+			if len(s) > 12 {
+				return s[:12]
+			}
+			return s
+		},
+		"exit": func(p *int) string {
+			if p == nil {
+				return "—"
+			}
+			return fmt.Sprint(*p)
+		},
+		"pct": func(a, b int) string {
+			if b == 0 {
+				return "—"
+			}
+			return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
+		},
+		"join": strings.Join,
+		"jobs": func(jobs []validation.JobView, retry bool, csrf string) jobsTable {
+			return jobsTable{Jobs: jobs, Retry: retry, CSRF: csrf}
+		},
+		"bytes": humanBytes,
+		"outcomeClass": func(o validation.Outcome) string {
+			return "o-" + string(o)
+		},
+		"statusClass": func(s validation.Status) string {
+			return "s-" + string(s)
+		},
+	}
 }
 
 // jobsTable is the queue page's table of one state.
