@@ -296,14 +296,14 @@ func TestPages(t *testing.T) {
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 
 	runs := get("/dashboard")
-	for _, want := range []string{"acme/web", "evil/fork", "local_not_allowed", `href="/dashboard/runs/` + id(f.failedRun) + `"`,
+	for _, want := range []string{"acme/web", `href="/dashboard?repo=evil%2ffork"`, "local_not_allowed", `href="/dashboard/runs/` + id(f.failedRun) + `"`,
 		"&lt;script&gt;", "unknown"} {
 		if !strings.Contains(runs, want) {
 			t.Errorf("runs page lacks %q", want)
 		}
 	}
 	body := get("/dashboard?repo=evil%2Ffork")
-	if strings.Contains(body, "acme/web</td>") || !strings.Contains(body, "evil/fork") {
+	if strings.Contains(body, ">acme/web</a>") || !strings.Contains(body, ">evil/fork</a>") {
 		t.Errorf("repository filter")
 	}
 	body = get("/dashboard?outcome=refused")
