@@ -198,24 +198,22 @@ func (h *Handler) costsPage(r *http.Request, v *view) error {
 
 type queueData struct {
 	Queued, Running, Dead []validation.JobView
+	Limit                 int // each list shows at most this many
 	Message               string
 }
 
 func (h *Handler) queuePage(r *http.Request, v *view) error {
-	jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{Limit: validation.MaxRunPage})
-	if err != nil {
-		return err
-	}
-	var d queueData
-	for _, j := range jobs {
-		switch j.State {
-		case "queued":
-			d.Queued = append(d.Queued, j)
-		case "running":
-			d.Running = append(d.Running, j)
-		case "dead":
-			d.Dead = append(d.Dead, j)
+	d := queueData{Limit: validation.MaxRunPage}
+	// One read per state, so a long queue cannot hide the dead jobs.
+	for _, l := range []struct {
+		state string
+		into  *[]validation.JobView
+	}{{"queued", &d.Queued}, {"running", &d.Running}, {"dead", &d.Dead}} {
+		jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: []string{l.state}, Limit: d.Limit})
+		if err != nil {
+			return err
 		}
+		*l.into = jobs
 	}
 	q := r.URL.Query()
 	switch {
