@@ -68,6 +68,8 @@ type ServeConfig struct {
 	// GitHub to redeliver failed webhook deliveries; 0 (the default) is
 	// off, else at least MinRedeliverySweep.
 	RedeliverySweep time.Duration
+	// Dashboard is GILF_DASHBOARD_TOKEN (config_dashboard.go).
+	Dashboard DashboardConfig
 }
 
 // GitHubConfig is the GitHub App: its id and key, its webhook secret and

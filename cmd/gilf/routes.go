@@ -24,8 +24,15 @@ type pinger interface {
 //	POST /webhook  GitHub deliveries (package webhook)
 //	GET  /healthz  200 "ok" when the store answers, 503 otherwise
 //	GET  /metrics  Prometheus text format
-func routes(hook http.Handler, db pinger, m *serveMetrics, log *slog.Logger) http.Handler {
+//	/dashboard, /dashboard/*, /api/v1/*  the dashboard (package dashboard),
+//	               when dash is not nil (GILF_DASHBOARD_TOKEN is set); else 404
+func routes(hook http.Handler, db pinger, m *serveMetrics, log *slog.Logger, dash http.Handler) http.Handler {
 	r := chi.NewRouter()
+	if dash != nil {
+		r.Handle("/dashboard", dash)
+		r.Handle("/dashboard/*", dash)
+		r.Handle("/api/v1/*", dash)
+	}
 	r.Method(http.MethodPost, "/webhook", hook)
 	r.Get("/healthz", func(w http.ResponseWriter, req *http.Request) {
 		ctx, cancel := context.WithTimeout(req.Context(), HealthTimeout)

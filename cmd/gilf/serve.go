@@ -87,6 +87,8 @@ func loadServeConfig(getenv func(string) string) (Config, ServeConfig, AppCreden
 	cfg, err := Load(getenv)
 	errs := []error{err}
 	sc, errs := loadServe(getenv, errs)
+	sc.Dashboard, err = loadDashboard(getenv)
+	errs = append(errs, err)
 	app, err := sc.App(readKeyFile)
 	errs = append(errs, err)
 	return cfg, sc, app, errors.Join(errs...)
@@ -169,8 +171,14 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		Logger:      log,
 		Wake:        wake,
 	}
+	var dash http.Handler
+	if sc.Dashboard.Enabled() {
+		if dash, err = newDashboard(sc.Dashboard, db, log); err != nil {
+			return err
+		}
+	}
 	srv := &http.Server{
-		Handler:           routes(hook, db, metrics, log),
+		Handler:           routes(hook, db, metrics, log, dash),
 		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
 		ReadTimeout:       webhook.ReadTimeout,
 		WriteTimeout:      webhook.WriteTimeout,

@@ -23,7 +23,7 @@ func TestServeRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(routes(hook, db, m, log))
+	srv := httptest.NewServer(routes(hook, db, m, log, nil))
 	defer srv.Close()
 
 	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)
@@ -86,7 +86,7 @@ func (stuckStore) CountDeliveries(ctx context.Context) (int, error) {
 // /metrics leaves out the store gauge after storeScrapeTimeout.
 func TestServeRoutesStuckStore(t *testing.T) {
 	m := newServeMetrics(stuckStore{})
-	srv := httptest.NewServer(routes(http.NotFoundHandler(), stuckStore{}, m, slog.New(slog.DiscardHandler)))
+	srv := httptest.NewServer(routes(http.NotFoundHandler(), stuckStore{}, m, slog.New(slog.DiscardHandler), nil))
 	defer srv.Close()
 	tests := []struct {
 		path  string

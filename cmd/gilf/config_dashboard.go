@@ -1,0 +1,48 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gilf-review/gilf/dashboard"
+	"github.com/gilf-review/gilf/store"
+)
+
+// DashboardConfig is the dashboard's setting (README "Dashboard").
+type DashboardConfig struct {
+	// Token is GILF_DASHBOARD_TOKEN: unset, /dashboard and /api/v1/ are
+	// not served (404); set, it is the bearer token and the login
+	// form's password, at least dashboard.MinTokenLen bytes.
+	Token Secret
+}
+
+// Enabled reports whether the dashboard is served.
+func (c DashboardConfig) Enabled() bool { return c.Token.Reveal() != "" }
+
+func loadDashboard(getenv func(string) string) (DashboardConfig, error) {
+	tok := strings.TrimSpace(getenv("GILF_DASHBOARD_TOKEN"))
+	if tok != "" && len(tok) < dashboard.MinTokenLen {
+		return DashboardConfig{}, fmt.Errorf("GILF_DASHBOARD_TOKEN: want at least %d characters, got %d", dashboard.MinTokenLen, len(tok))
+	}
+	return DashboardConfig{Token: NewSecret(tok)}, nil
+}
+
+// The store is the dashboard's reader and queue.
+var (
+	_ dashboard.Reader   = (*store.DB)(nil)
+	_ dashboard.Requeuer = (*store.DB)(nil)
+)
+
+// newDashboard builds the dashboard's handler (serve builds it only when
+// c is Enabled).
+func newDashboard(c DashboardConfig, db *store.DB, log *slog.Logger) (http.Handler, error) {
+	h, err := dashboard.New(dashboard.Config{Token: c.Token.Reveal(), Reader: db, Queue: db,
+		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: %w", err)
+	}
+	return h, nil
+}

@@ -1,0 +1,211 @@
+package dashboard
+
+import (
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// The costs chart: known cost per UTC day, stacked by executor, drawn as
+// inline SVG on the server. A day with spans that have no price is marked
+// under its bar: the bar is a floor, not a bill.
+
+// Chart geometry, in SVG user units (the SVG scales to its box).
+const (
+	chartW      = 720
+	chartH      = 260
+	chartLeft   = 84
+	chartRight  = 12
+	chartTop    = 12
+	chartBottom = 40
+)
+
+// palette colours executors in order of first appearance.
+func palette() []string {
+	return []string{"#2563eb", "#d97706", "#059669", "#db2777", "#7c3aed", "#0891b2", "#65a30d", "#dc2626"}
+}
+
+type chart struct {
+	W, H    int
+	Bars    []bar
+	Ticks   []tick
+	XLabels []xlabel
+	Legend  []legend
+	Unknown []marker
+	Empty   bool // no span in the window
+	Left    float64
+	Right   float64
+	Bottom  float64
+}
+
+type bar struct {
+	X, Y, W, H float64
+	Color      string
+	Title      string
+}
+
+type tick struct {
+	Y     float64
+	Label string
+}
+
+type xlabel struct {
+	X     float64
+	Label string
+}
+
+type legend struct {
+	Color, Name string
+}
+
+type marker struct {
+	X, Y  float64
+	Title string
+}
+
+type executorTotal struct {
+	Executor string
+	Spans    int
+	Priced   int
+	USD      *float64
+	Seconds  float64
+}
+
+// totals sums the rows by executor, both lanes.
+func totals(rows []validation.CostDay) []executorTotal {
+	var out []executorTotal
+	idx := map[string]int{}
+	for _, r := range rows {
+		i, ok := idx[r.Executor]
+		if !ok {
+			i = len(out)
+			idx[r.Executor] = i
+			out = append(out, executorTotal{Executor: r.Executor})
+		}
+		t := &out[i]
+		t.Spans += r.Spans
+		t.Priced += r.Priced
+		t.Seconds += r.Seconds
+		if r.USD != nil {
+			sum := *r.USD
+			if t.USD != nil {
+				sum += *t.USD
+			}
+			t.USD = &sum
+		}
+	}
+	slices.SortFunc(out, func(a, b executorTotal) int {
+		switch {
+		case a.Executor < b.Executor:
+			return -1
+		case a.Executor > b.Executor:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// costChart lays out the chart of days days from since.
+func costChart(since time.Time, days int, rows []validation.CostDay) chart {
+	c := chart{W: chartW, H: chartH, Left: chartLeft, Right: chartW - chartRight, Bottom: chartH - chartBottom, Empty: len(rows) == 0}
+	type dayCost struct {
+		usd      map[string]float64
+		unpriced int
+	}
+	perDay := make([]dayCost, days)
+	colors := map[string]string{}
+	var names []string
+	for _, r := range rows {
+		d, err := time.Parse(time.DateOnly, r.Day)
+		if err != nil {
+			continue
+		}
+		i := int(d.Sub(since) / (24 * time.Hour))
+		if i < 0 || i >= days {
+			continue
+		}
+		if _, ok := colors[r.Executor]; !ok {
+			names = append(names, r.Executor)
+			colors[r.Executor] = ""
+		}
+		if perDay[i].usd == nil {
+			perDay[i].usd = map[string]float64{}
+		}
+		if r.USD != nil {
+			perDay[i].usd[r.Executor] += *r.USD
+		}
+		perDay[i].unpriced += r.Spans - r.Priced
+	}
+	slices.Sort(names)
+	pal := palette()
+	for i, n := range names {
+		colors[n] = pal[i%len(pal)]
+		c.Legend = append(c.Legend, legend{Color: colors[n], Name: n})
+	}
+	maxUSD := 0.0
+	for _, d := range perDay {
+		sum := 0.0
+		for _, v := range d.usd {
+			sum += v
+		}
+		maxUSD = math.Max(maxUSD, sum)
+	}
+	top := niceCeil(maxUSD)
+	plotH := float64(chartH - chartTop - chartBottom)
+	plotW := float64(chartW - chartLeft - chartRight)
+	// Enough decimals that the ticks (quarters of top) differ.
+	decimals := 2
+	for step := top / 4; decimals < 6; decimals++ {
+		if v := step * math.Pow(10, float64(decimals)); math.Abs(v-math.Round(v)) < 1e-9 {
+			break
+		}
+	}
+	for i := 0; i <= 4; i++ {
+		v := top * float64(i) / 4
+		c.Ticks = append(c.Ticks, tick{Y: chartTop + plotH*(1-float64(i)/4), Label: fmt.Sprintf("$%.*f", decimals, v)})
+	}
+	slot := plotW / float64(days)
+	every := int(math.Ceil(float64(days) / 8))
+	for i, d := range perDay {
+		day := since.AddDate(0, 0, i)
+		x := chartLeft + slot*float64(i)
+		if i%every == 0 {
+			c.XLabels = append(c.XLabels, xlabel{X: x + slot/2, Label: day.Format("01-02")})
+		}
+		y := chartTop + plotH
+		for _, n := range names {
+			v, ok := d.usd[n]
+			if !ok || v <= 0 || top == 0 {
+				continue
+			}
+			h := plotH * v / top
+			y -= h
+			c.Bars = append(c.Bars, bar{X: x + slot*0.15, Y: y, W: slot * 0.7, H: h, Color: colors[n],
+				Title: fmt.Sprintf("%s %s: $%.4f", day.Format(time.DateOnly), n, v)})
+		}
+		if d.unpriced > 0 {
+			c.Unknown = append(c.Unknown, marker{X: x + slot/2, Y: chartTop + plotH + 6,
+				Title: fmt.Sprintf("%s: %d span(s) without a price", day.Format(time.DateOnly), d.unpriced)})
+		}
+	}
+	return c
+}
+
+// niceCeil rounds v up to 1, 2 or 5 times a power of ten; 0 becomes 1, so
+// an empty chart still has an axis.
+func niceCeil(v float64) float64 {
+	if v <= 0 {
+		return 1
+	}
+	p := math.Pow(10, math.Floor(math.Log10(v)))
+	for _, m := range []float64{1, 2, 5, 10} {
+		if m*p >= v {
+			return m * p
+		}
+	}
+	return 10 * p
+}

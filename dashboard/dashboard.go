@@ -1,0 +1,181 @@
+// Package dashboard is gilf's operator dashboard (SPEC §8): server-rendered
+// HTML under /dashboard and a JSON API under /api/v1/, both behind one
+// token. It reads the store through Reader and changes it only through
+// Requeuer (the queue page's retry button).
+package dashboard
+
+import (
+	"context"
+	"embed"
+	"errors"
+	"fmt"
+	"html/template"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// Reader is what the dashboard reads. *store.DB implements it.
+type Reader interface {
+	RunList(ctx context.Context, q validation.RunQuery) (validation.RunPage, error)
+	// RunView reads one run; when there is none, an error for which
+	// Config.IsNotFound holds.
+	RunView(ctx context.Context, id int64) (validation.RunView, error)
+	CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error)
+	JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error)
+	RefusalCounts(ctx context.Context, since time.Time) ([]validation.RefusalCount, error)
+	ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error)
+}
+
+// Requeuer queues a finished job again as a re-run; it reports the job's
+// state afterwards and whether it was queued again.
+type Requeuer interface {
+	RerunJob(ctx context.Context, id int64, reason string) (string, bool, error)
+}
+
+// MinTokenLen is the shortest token New accepts.
+const MinTokenLen = 16
+
+// Defaults of Config.
+const (
+	DefaultSessionTTL = 12 * time.Hour
+	DefaultCostDays   = 30
+)
+
+// Config is what New needs.
+type Config struct {
+	// Token is GILF_DASHBOARD_TOKEN: a bearer token, or the password of
+	// the login form. At least MinTokenLen bytes.
+	Token  string
+	Reader Reader
+	Queue  Requeuer
+	// IsNotFound tells the reader's "no such run" error apart from a
+	// failure; nil answers every error 500.
+	IsNotFound func(error) bool
+	Logger     *slog.Logger
+	Now        func() time.Time // nil: time.Now
+	SessionTTL time.Duration    // 0: DefaultSessionTTL
+}
+
+// Handler serves /dashboard and /api/v1/.
+type Handler struct {
+	cfg   Config
+	keys  keys
+	pages *template.Template
+	mux   *http.ServeMux
+	xorig *http.CrossOriginProtection
+}
+
+//go:embed templates/*.html static/style.css
+var files embed.FS
+
+// New returns a ready handler, or an error when cfg is incomplete.
+func New(cfg Config) (*Handler, error) {
+	switch {
+	case len(cfg.Token) < MinTokenLen:
+		return nil, fmt.Errorf("dashboard: token must be at least %d bytes", MinTokenLen)
+	case cfg.Reader == nil:
+		return nil, errors.New("dashboard: no reader")
+	case cfg.Queue == nil:
+		return nil, errors.New("dashboard: no queue")
+	case cfg.Logger == nil:
+		return nil, errors.New("dashboard: no logger")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.SessionTTL <= 0 {
+		cfg.SessionTTL = DefaultSessionTTL
+	}
+	if cfg.IsNotFound == nil {
+		cfg.IsNotFound = func(error) bool { return false }
+	}
+	pages, err := template.New("").Funcs(funcs()).ParseFS(files, "templates/*.html")
+	if err != nil {
+		return nil, fmt.Errorf("dashboard: templates: %w", err)
+	}
+	h := &Handler{cfg: cfg, keys: deriveKeys(cfg.Token), pages: pages, mux: http.NewServeMux(),
+		xorig: http.NewCrossOriginProtection()}
+	h.routes()
+	return h, nil
+}
+
+func (h *Handler) routes() {
+	m := h.mux
+	m.HandleFunc("GET /dashboard/style.css", h.style)
+	m.HandleFunc("GET /dashboard/login", h.loginForm)
+	m.HandleFunc("POST /dashboard/login", h.login)
+	m.Handle("POST /dashboard/logout", h.post(h.logout))
+	m.Handle("GET /dashboard", h.page(h.runsPage))
+	m.Handle("GET /dashboard/{$}", h.page(h.runsPage))
+	m.Handle("GET /dashboard/runs/{id}", h.page(h.runPage))
+	m.Handle("GET /dashboard/costs", h.page(h.costsPage))
+	m.Handle("GET /dashboard/queue", h.page(h.queuePage))
+	m.Handle("POST /dashboard/queue/{id}/retry", h.post(h.retry))
+	m.Handle("GET /dashboard/refusals", h.page(h.refusalsPage))
+	m.Handle("GET /dashboard/shadow", h.page(h.shadowPage))
+	m.Handle("GET /api/v1/runs", h.api(h.apiRuns))
+	m.Handle("GET /api/v1/runs/{id}", h.api(h.apiRun))
+	m.Handle("GET /api/v1/costs", h.api(h.apiCosts))
+	m.Handle("GET /api/v1/jobs", h.api(h.apiJobs))
+	m.Handle("GET /api/v1/refusals", h.api(h.apiRefusals))
+	m.Handle("GET /api/v1/shadow", h.api(h.apiShadow))
+	m.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {
+		if !h.authorized(r) {
+			h.apiUnauthorized(w)
+			return
+		}
+		writeJSON(w, http.StatusNotFound, apiError{Error: "not found"})
+	})
+}
+
+// ServeHTTP sets the headers every answer carries and routes the request.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	hd := w.Header()
+	hd.Set("Cache-Control", "no-store")
+	hd.Set("X-Content-Type-Options", "nosniff")
+	hd.Set("X-Frame-Options", "DENY")
+	hd.Set("Referrer-Policy", "no-referrer")
+	// No script, no remote resource: the pages need neither.
+	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.mux.ServeHTTP(w, r)
+}
+
+// errNotFound is a page or API answer of 404.
+var errNotFound = errors.New("not found")
+
+// badRequest is a public error answered 400.
+type badRequest struct{ msg string }
+
+func (e badRequest) Error() string { return e.msg }
+
+// status maps a handler's error to the HTTP status and public message;
+// the error itself goes to the log.
+func (h *Handler) status(r *http.Request, err error) (int, string) {
+	var br badRequest
+	switch {
+	case errors.As(err, &br):
+		return http.StatusBadRequest, br.msg
+	case errors.Is(err, errNotFound) || h.cfg.IsNotFound(err):
+		return http.StatusNotFound, "not found"
+	case errors.Is(err, context.Canceled):
+		return http.StatusServiceUnavailable, "request cancelled"
+	}
+	h.cfg.Logger.Error("dashboard request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	return http.StatusInternalServerError, "internal error"
+}
+
+func (h *Handler) style(w http.ResponseWriter, r *http.Request) {
+	b, err := files.ReadFile("static/style.css")
+	if err != nil {
+		http.Error(w, "internal error", http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "text/css; charset=utf-8")
+	w.Header().Set("Cache-Control", "private, max-age=300")
+	if _, err := w.Write(b); err != nil {
+		return // the client went away
+	}
+}

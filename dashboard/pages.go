@@ -1,0 +1,293 @@
+package dashboard
+
+import (
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// The HTML pages.
+
+// outcomes are the run outcomes the filter offers.
+func outcomes() []validation.Outcome {
+	return []validation.Outcome{validation.OutcomePassed, validation.OutcomeFailed, validation.OutcomeGap,
+		validation.OutcomeSkipped, validation.OutcomeRefused, validation.OutcomeInconclusive, validation.OutcomeError}
+}
+
+// runFilter is the runs page's and API's query, as typed and as parsed.
+type runFilter struct {
+	Repo, Outcome, Executor, From, To string
+	Query                             validation.RunQuery
+}
+
+func parseRunFilter(q url.Values) (runFilter, error) {
+	f := runFilter{Repo: strings.TrimSpace(q.Get("repo")), Outcome: q.Get("outcome"),
+		Executor: strings.TrimSpace(q.Get("executor")), From: q.Get("from"), To: q.Get("to")}
+	f.Query = validation.RunQuery{Repo: f.Repo, Outcome: validation.Outcome(f.Outcome), Executor: f.Executor}
+	if f.Outcome != "" {
+		ok := false
+		for _, o := range outcomes() {
+			ok = ok || string(o) == f.Outcome
+		}
+		if !ok {
+			return f, badRequest{"unknown outcome " + strconv.Quote(f.Outcome)}
+		}
+	}
+	var err error
+	if f.From != "" {
+		if f.Query.From, err = time.Parse(time.DateOnly, f.From); err != nil {
+			return f, badRequest{"from: want a date YYYY-MM-DD"}
+		}
+	}
+	if f.To != "" {
+		to, err := time.Parse(time.DateOnly, f.To)
+		if err != nil {
+			return f, badRequest{"to: want a date YYYY-MM-DD"}
+		}
+		f.Query.To = to.AddDate(0, 0, 1) // the whole day
+	}
+	if v := q.Get("before"); v != "" {
+		if f.Query.Before, err = strconv.ParseInt(v, 10, 64); err != nil || f.Query.Before <= 0 {
+			return f, badRequest{"before: want a run id"}
+		}
+	}
+	if v := q.Get("limit"); v != "" {
+		if f.Query.Limit, err = strconv.Atoi(v); err != nil || f.Query.Limit <= 0 {
+			return f, badRequest{"limit: want a positive number"}
+		}
+	}
+	return f, nil
+}
+
+// values is the filter as a query string, for the next page's link.
+func (f runFilter) values() url.Values {
+	v := url.Values{}
+	for k, s := range map[string]string{"repo": f.Repo, "outcome": f.Outcome, "executor": f.Executor, "from": f.From, "to": f.To} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if f.Query.Limit != 0 {
+		v.Set("limit", strconv.Itoa(f.Query.Limit))
+	}
+	return v
+}
+
+type runsData struct {
+	Filter   runFilter
+	Outcomes []validation.Outcome
+	Runs     []validation.RunSummary
+	Next     string // the older page's URL; empty on the last page
+	First    string // the newest page's URL when this is not it
+}
+
+func (h *Handler) runsPage(r *http.Request, v *view) error {
+	f, err := parseRunFilter(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	page, err := h.cfg.Reader.RunList(r.Context(), f.Query)
+	if err != nil {
+		return err
+	}
+	d := runsData{Filter: f, Outcomes: outcomes(), Runs: page.Runs}
+	if page.Next != 0 {
+		q := f.values()
+		q.Set("before", strconv.FormatInt(page.Next, 10))
+		d.Next = "/dashboard?" + q.Encode()
+	}
+	if f.Query.Before != 0 {
+		d.First = "/dashboard?" + f.values().Encode()
+	}
+	v.Template, v.Title, v.Active, v.Data = "runs", "Runs", "runs", d
+	return nil
+}
+
+// pathID is the {id} of the path.
+func pathID(r *http.Request) (int64, error) {
+	id, err := strconv.ParseInt(r.PathValue("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, errNotFound
+	}
+	return id, nil
+}
+
+// evidenceLink is one evidence reference of a finding: a link only when
+// its URL is http(s), else its key as text.
+type evidenceLink struct {
+	Kind, Key, URL string
+}
+
+type findingView struct {
+	validation.Finding
+	Links []evidenceLink
+}
+
+type runData struct {
+	Run      validation.RunView
+	Findings []findingView
+}
+
+func (h *Handler) runPage(r *http.Request, v *view) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	run, err := h.cfg.Reader.RunView(r.Context(), id)
+	if err != nil {
+		return err
+	}
+	d := runData{Run: run}
+	for _, f := range run.Record.Findings {
+		fv := findingView{Finding: f}
+		for _, e := range f.Evidence {
+			fv.Links = append(fv.Links, evidenceLink{Kind: e.Kind, Key: e.Key, URL: safeURL(e.URL)})
+		}
+		d.Findings = append(d.Findings, fv)
+	}
+	v.Template, v.Title, v.Active, v.Data = "run", "Run "+strconv.FormatInt(id, 10), "runs", d
+	return nil
+}
+
+// parseDays reads ?days=N (1–366), the window of the stats pages.
+func parseDays(q url.Values) (int, error) {
+	v := q.Get("days")
+	if v == "" {
+		return DefaultCostDays, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > 366 {
+		return 0, badRequest{"days: want 1 to 366"}
+	}
+	return n, nil
+}
+
+// since is the start of the UTC day days-1 days before now.
+func (h *Handler) since(days int) time.Time {
+	now := h.cfg.Now().UTC()
+	today := time.Date(now.Year(), now.Month(), now.Day(), 0, 0, 0, 0, time.UTC)
+	return today.AddDate(0, 0, -(days - 1))
+}
+
+type costsData struct {
+	Days   int
+	Since  time.Time
+	Rows   []validation.CostDay
+	Totals []executorTotal
+	Chart  chart
+}
+
+func (h *Handler) costsPage(r *http.Request, v *view) error {
+	days, err := parseDays(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	since := h.since(days)
+	rows, err := h.cfg.Reader.CostDays(r.Context(), since)
+	if err != nil {
+		return err
+	}
+	v.Template, v.Title, v.Active = "costs", "Costs", "costs"
+	v.Data = costsData{Days: days, Since: since, Rows: rows, Totals: totals(rows), Chart: costChart(since, days, rows)}
+	return nil
+}
+
+type queueData struct {
+	Queued, Running, Dead []validation.JobView
+	Limit                 int // each list shows at most this many
+	Message               string
+}
+
+func (h *Handler) queuePage(r *http.Request, v *view) error {
+	d := queueData{Limit: validation.MaxRunPage}
+	// One read per state, so a long queue cannot hide the dead jobs.
+	for _, l := range []struct {
+		state string
+		into  *[]validation.JobView
+	}{{"queued", &d.Queued}, {"running", &d.Running}, {"dead", &d.Dead}} {
+		jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: []string{l.state}, Limit: d.Limit})
+		if err != nil {
+			return err
+		}
+		*l.into = jobs
+	}
+	q := r.URL.Query()
+	switch {
+	case q.Get("requeued") != "":
+		d.Message = "Job " + q.Get("requeued") + " was queued again as a re-run."
+	case q.Get("unchanged") != "":
+		d.Message = "Job " + q.Get("unchanged") + " was not queued again: it is " + q.Get("state") +
+			", or a newer job of its pull request replaced it."
+	}
+	v.Template, v.Title, v.Active, v.Data = "queue", "Queue", "queue", d
+	return nil
+}
+
+// RerunReason is the reason a job re-queued from the dashboard carries.
+const RerunReason = "re-run from the dashboard"
+
+func (h *Handler) retry(w http.ResponseWriter, r *http.Request, _ session) error {
+	id, err := pathID(r)
+	if err != nil {
+		return err
+	}
+	state, ok, err := h.cfg.Queue.RerunJob(r.Context(), id, RerunReason)
+	if err != nil {
+		return err
+	}
+	q := url.Values{}
+	if ok {
+		h.cfg.Logger.Info("job re-queued from the dashboard", "job_id", id)
+		q.Set("requeued", strconv.FormatInt(id, 10))
+	} else {
+		q.Set("unchanged", strconv.FormatInt(id, 10))
+		q.Set("state", state)
+	}
+	http.Redirect(w, r, "/dashboard/queue?"+q.Encode(), http.StatusSeeOther)
+	return nil
+}
+
+type refusalsData struct {
+	Days  int
+	Codes []validation.RefusalCount
+	Total int
+}
+
+func (h *Handler) refusalsPage(r *http.Request, v *view) error {
+	days, err := parseDays(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	codes, err := h.cfg.Reader.RefusalCounts(r.Context(), h.since(days))
+	if err != nil {
+		return err
+	}
+	d := refusalsData{Days: days, Codes: codes}
+	for _, c := range codes {
+		d.Total += c.Runs
+	}
+	v.Template, v.Title, v.Active, v.Data = "refusals", "Refusals", "refusals", d
+	return nil
+}
+
+type shadowData struct {
+	Days  int
+	Pairs []validation.ShadowPair
+}
+
+func (h *Handler) shadowPage(r *http.Request, v *view) error {
+	days, err := parseDays(r.URL.Query())
+	if err != nil {
+		return err
+	}
+	pairs, err := h.cfg.Reader.ShadowPairs(r.Context(), h.since(days))
+	if err != nil {
+		return err
+	}
+	v.Template, v.Title, v.Active, v.Data = "shadow", "Shadow agreement", "shadow", shadowData{Days: days, Pairs: pairs}
+	return nil
+}

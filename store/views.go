@@ -1,0 +1,164 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// The dashboard's reads of runs (validation/views.go has the types).
+
+// sqlRunColumns are the columns of a validation.RunSummary, in scanSummary's
+// order; the query joins runs r to jobs j.
+const sqlRunColumns = `r.id, r.job_id, j.repo, j.pr, j.head_sha, r.outcome, r.reason, r.refusal, r.executor, r.tier,
+	r.started_at, r.finished_at,
+	(SELECT COUNT(*) FROM findings f WHERE f.run_id = r.id),
+	(SELECT SUM(c.usd) FROM cost_spans c WHERE c.run_id = r.id)`
+
+func scanSummary(sc interface{ Scan(...any) error }) (validation.RunSummary, error) {
+	var s validation.RunSummary
+	var started, finished int64
+	var usd sql.NullFloat64
+	if err := sc.Scan(&s.ID, &s.JobID, &s.Repo, &s.PR, &s.HeadSHA, &s.Outcome, &s.Reason, &s.Refusal, &s.Executor,
+		&s.Tier, &started, &finished, &s.Findings, &usd); err != nil {
+		return s, err
+	}
+	s.Started, s.Finished = fromMs(started), fromMs(finished)
+	if usd.Valid {
+		v := usd.Float64
+		s.USD = &v
+	}
+	return s, nil
+}
+
+// RunList reads one page of runs, newest first, filtered by q.
+func (d *DB) RunList(ctx context.Context, q validation.RunQuery) (validation.RunPage, error) {
+	limit := q.PageLimit()
+	var to int64
+	if !q.To.IsZero() {
+		to = q.To.UnixMilli()
+	}
+	rows, err := d.r.QueryContext(ctx, `SELECT `+sqlRunColumns+` FROM runs r JOIN jobs j ON j.id = r.job_id
+		WHERE (?1 = '' OR j.repo = ?1) AND (?2 = '' OR r.outcome = ?2) AND (?3 = '' OR r.executor = ?3)
+			AND r.finished_at >= ?4 AND (?5 = 0 OR r.finished_at < ?5) AND (?6 = 0 OR r.id < ?6)
+		ORDER BY r.id DESC LIMIT ?7`,
+		q.Repo, string(q.Outcome), q.Executor, ms(q.From), to, q.Before, limit+1)
+	if err != nil {
+		return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+	}
+	defer rows.Close()
+	page := validation.RunPage{Runs: []validation.RunSummary{}}
+	for rows.Next() {
+		s, err := scanSummary(rows)
+		if err != nil {
+			return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+		}
+		page.Runs = append(page.Runs, s)
+	}
+	if err := rows.Err(); err != nil {
+		return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+	}
+	if len(page.Runs) > limit {
+		page.Runs = page.Runs[:limit]
+		page.Next = page.Runs[limit-1].ID
+	}
+	return page, nil
+}
+
+// RunView reads one run with its record, artifacts and shadow
+// comparison; ErrNotFound when there is none.
+func (d *DB) RunView(ctx context.Context, id int64) (validation.RunView, error) {
+	var v validation.RunView
+	var record string
+	row := d.r.QueryRowContext(ctx, `SELECT `+sqlRunColumns+`, r.record FROM runs r JOIN jobs j ON j.id = r.job_id
+		WHERE r.id = ?`, id)
+	var err error
+	v.RunSummary, err = scanSummary(scanAlso{row, &record})
+	if errors.Is(err, sql.ErrNoRows) {
+		return v, fmt.Errorf("run %d: %w", id, ErrNotFound)
+	}
+	if err != nil {
+		return v, fmt.Errorf("run %d: %w", id, err)
+	}
+	if err := json.Unmarshal([]byte(record), &v.Record); err != nil {
+		return v, fmt.Errorf("run %d: decode record: %w", id, err)
+	}
+	if v.Artifacts, err = d.runArtifacts(ctx, id); err != nil {
+		return v, fmt.Errorf("run %d: %w", id, err)
+	}
+	sh, ok, err := d.runShadow(ctx, id)
+	if err != nil {
+		return v, fmt.Errorf("run %d: %w", id, err)
+	}
+	if ok {
+		v.Shadow = &sh
+	}
+	return v, nil
+}
+
+// scanAlso scans a row into a summary's columns and then more.
+type scanAlso struct {
+	row  *sql.Row
+	more any
+}
+
+func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more)...) }
+
+func (d *DB) runArtifacts(ctx context.Context, id int64) ([]validation.ArtifactView, error) {
+	rows, err := d.r.QueryContext(ctx, `SELECT key, kind, bytes, sha256, status, url, error FROM artifacts
+		WHERE run_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("artifacts: %w", err)
+	}
+	defer rows.Close()
+	out := []validation.ArtifactView{}
+	for rows.Next() {
+		var a validation.ArtifactView
+		if err := rows.Scan(&a.Key, &a.Kind, &a.Bytes, &a.SHA256, &a.Status, &a.URL, &a.Err); err != nil {
+			return nil, fmt.Errorf("artifacts: %w", err)
+		}
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("artifacts: %w", err)
+	}
+	return out, nil
+}
+
+// runShadow reads a run's shadow comparison; false when no shadow lane ran.
+func (d *DB) runShadow(ctx context.Context, id int64) (validation.ShadowView, bool, error) {
+	var s validation.ShadowView
+	var wall int64
+	var usd sql.NullFloat64
+	var detail string
+	err := d.r.QueryRowContext(ctx, `SELECT executor, outcome, error, steps_agreed, steps_total, wall_ms, usd, detail
+		FROM shadow_telemetry WHERE run_id = ? ORDER BY id LIMIT 1`, id).Scan(
+		&s.Executor, &s.Outcome, &s.Err, &s.StepsAgreed, &s.StepsTotal, &wall, &usd, &detail)
+	if errors.Is(err, sql.ErrNoRows) {
+		return s, false, nil
+	}
+	if err != nil {
+		return s, false, fmt.Errorf("shadow telemetry: %w", err)
+	}
+	s.Wall = time.Duration(wall) * time.Millisecond
+	if usd.Valid {
+		v := usd.Float64
+		s.USD = &v
+	}
+	var dj struct {
+		Steps []validation.ShadowStep `json:"steps"`
+	}
+	if err := json.Unmarshal([]byte(detail), &dj); err != nil {
+		return s, false, fmt.Errorf("shadow telemetry: decode detail: %w", err)
+	}
+	s.Steps = dj.Steps
+	if s.Steps == nil {
+		s.Steps = []validation.ShadowStep{}
+	}
+	return s, true, nil
+}

@@ -1,0 +1,89 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// JobList reads jobs in the given states, most recently updated first;
+// with no state, the queue and what fell out of it (queued, running,
+// dead).
+func (d *DB) JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error) {
+	states := q.States
+	if len(states) == 0 {
+		states = []string{string(StateQueued), string(StateRunning), string(StateDead)}
+	}
+	limit := validation.RunQuery{Limit: q.Limit}.PageLimit()
+	args := make([]any, 0, len(states)+1)
+	for _, s := range states {
+		args = append(args, s)
+	}
+	args = append(args, limit)
+	marks := strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")
+	rows, err := d.r.QueryContext(ctx, `SELECT id, repo, pr, head_sha, state, reason, attempts, reruns, last_error,
+			next_attempt_at, lease_owner, lease_expires_at, created_at, updated_at
+		FROM jobs WHERE state IN (`+marks+`) ORDER BY updated_at DESC, id DESC LIMIT ?`, args...)
+	if err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	defer rows.Close()
+	out := []validation.JobView{}
+	for rows.Next() {
+		var j validation.JobView
+		var owner sql.NullString
+		var exp sql.NullInt64
+		var next, created, updated int64
+		if err := rows.Scan(&j.ID, &j.Repo, &j.PR, &j.HeadSHA, &j.State, &j.Reason, &j.Attempts, &j.Reruns,
+			&j.LastError, &next, &owner, &exp, &created, &updated); err != nil {
+			return nil, fmt.Errorf("list jobs: %w", err)
+		}
+		j.LeaseOwner = owner.String
+		j.LeaseExpires = fromMs(exp.Int64)
+		j.NextAttemptAt, j.CreatedAt, j.UpdatedAt = fromMs(next), fromMs(created), fromMs(updated)
+		out = append(out, j)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("list jobs: %w", err)
+	}
+	return out, nil
+}
+
+// RerunJob queues a finished job again as a re-run, as GitHub's Re-run
+// button does (reruns.go): its attempts are reset and its rerun count
+// raised. It reports the job's state afterwards and whether it was queued
+// again: a queued or running job, or one a newer job of its pull request
+// replaced, is left as it is. ErrNotFound when there is no such job.
+func (d *DB) RerunJob(ctx context.Context, id int64, reason string) (string, bool, error) {
+	if reason == "" {
+		reason = DefaultRerunReason
+	}
+	var state string
+	var n int64
+	err := d.writeTx(ctx, func(tx *sql.Tx) error {
+		var repo string
+		err := tx.QueryRowContext(ctx, `SELECT repo FROM jobs WHERE id = ?`, id).Scan(&repo)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return err
+		}
+		r, err := tx.ExecContext(ctx, sqlRerunJob, reason, d.nowMs(), nil, id, repo, "")
+		if err != nil {
+			return err
+		}
+		if n, err = r.RowsAffected(); err != nil {
+			return err
+		}
+		return tx.QueryRowContext(ctx, sqlRerunState, id, repo, "").Scan(&state)
+	})
+	if err != nil {
+		return "", false, fmt.Errorf("re-run job %d: %w", id, err)
+	}
+	return state, n > 0, nil
+}

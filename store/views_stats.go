@@ -1,0 +1,78 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// CostDays is CostsByDay as the dashboard reads it.
+func (d *DB) CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error) {
+	days, err := d.CostsByDay(ctx, since)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]validation.CostDay, 0, len(days))
+	for _, c := range days {
+		out = append(out, validation.CostDay{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
+			Priced: c.Priced, USD: c.USD, Seconds: c.Seconds})
+	}
+	return out, nil
+}
+
+// RefusalCounts counts the refused runs finished at or after since by
+// refusal code, most frequent first.
+func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]validation.RefusalCount, error) {
+	rows, err := d.r.QueryContext(ctx, `SELECT refusal, COUNT(*), MAX(finished_at) FROM runs
+		WHERE refusal <> '' AND finished_at >= ? GROUP BY refusal ORDER BY COUNT(*) DESC, refusal`, ms(since))
+	if err != nil {
+		return nil, fmt.Errorf("refusals: %w", err)
+	}
+	defer rows.Close()
+	out := []validation.RefusalCount{}
+	for rows.Next() {
+		var c validation.RefusalCount
+		var last int64
+		if err := rows.Scan(&c.Code, &c.Runs, &last); err != nil {
+			return nil, fmt.Errorf("refusals: %w", err)
+		}
+		c.Last = fromMs(last)
+		out = append(out, c)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("refusals: %w", err)
+	}
+	return out, nil
+}
+
+// ShadowPairs sums the shadow comparisons of runs finished at or after
+// since by primary and shadow executor.
+func (d *DB) ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error) {
+	rows, err := d.r.QueryContext(ctx, `SELECT r.executor, s.executor, COUNT(*),
+			TOTAL(s.outcome <> '' AND s.outcome = r.outcome), TOTAL(s.outcome = '' OR s.error <> ''),
+			TOTAL(s.steps_agreed), TOTAL(s.steps_total)
+		FROM shadow_telemetry s JOIN runs r ON r.id = s.run_id WHERE r.finished_at >= ?
+		GROUP BY r.executor, s.executor ORDER BY r.executor, s.executor`, ms(since))
+	if err != nil {
+		return nil, fmt.Errorf("shadow agreement: %w", err)
+	}
+	defer rows.Close()
+	out := []validation.ShadowPair{}
+	for rows.Next() {
+		var p validation.ShadowPair
+		var agreed, errs, steps, total sql.NullFloat64
+		if err := rows.Scan(&p.Primary, &p.Shadow, &p.Runs, &agreed, &errs, &steps, &total); err != nil {
+			return nil, fmt.Errorf("shadow agreement: %w", err)
+		}
+		p.OutcomesAgreed, p.Errors = int(agreed.Float64), int(errs.Float64)
+		p.StepsAgreed, p.StepsTotal = int(steps.Float64), int(total.Float64)
+		out = append(out, p)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("shadow agreement: %w", err)
+	}
+	return out, nil
+}
