@@ -111,6 +111,7 @@ func (h *Handler) routes() {
 	m.Handle("GET /dashboard", h.page(h.runsPage))
 	m.Handle("GET /dashboard/{$}", h.page(h.runsPage))
 	m.Handle("GET /dashboard/runs/{id}", h.page(h.runPage))
+	m.HandleFunc("GET /dashboard/jobs/{id}", h.jobPage)
 	m.Handle("GET /dashboard/costs", h.page(h.costsPage))
 	m.Handle("GET /dashboard/queue", h.page(h.queuePage))
 	m.Handle("POST /dashboard/queue/{id}/retry", h.post(h.retry))

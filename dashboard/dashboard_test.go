@@ -493,3 +493,27 @@ func TestAPI(t *testing.T) {
 		t.Errorf("shadow pairs: %v", shadow.Pairs)
 	}
 }
+
+// A job's page — the check run's details_url — shows its latest run, or
+// the queue while it has none.
+func TestJobPage(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(t)
+	c := newClient(t, srv.URL)
+	run, err := f.db.RunView(t.Context(), f.failedRun)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for path, want := range map[string]string{
+		dashboard.JobPath(run.JobID):   "/dashboard/runs/" + strconv.FormatInt(f.failedRun, 10),
+		dashboard.JobPath(f.queuedJob): "/dashboard/queue",
+	} {
+		resp, _ := c.do(http.MethodGet, path, nil, "Authorization", "Bearer "+testToken)
+		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
+			t.Errorf("GET %s: %d to %q, want 303 to %s", path, resp.StatusCode, resp.Header.Get("Location"), want)
+		}
+	}
+	if resp, _ := c.do(http.MethodGet, dashboard.JobPath(run.JobID), nil); resp.StatusCode != http.StatusUnauthorized {
+		t.Errorf("a job page without the token answered %d, want 401", resp.StatusCode)
+	}
+}

@@ -153,6 +153,33 @@ func (h *Handler) runPage(r *http.Request, v *view) error {
 	return nil
 }
 
+// JobPath is the page of a job, the check run's details_url: it shows the
+// job's latest run, or the queue while the job has none yet.
+func JobPath(id int64) string { return "/dashboard/jobs/" + strconv.FormatInt(id, 10) }
+
+// jobPage redirects a job to its latest run, or to the queue.
+func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
+	if _, ok := h.authenticate(r); !ok {
+		h.showLogin(w, r, http.StatusUnauthorized, "")
+		return
+	}
+	id, err := pathID(r)
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	page, err := h.cfg.Reader.RunList(r.Context(), validation.RunQuery{Job: id, Limit: 1})
+	if err != nil {
+		h.fail(w, r, err)
+		return
+	}
+	if len(page.Runs) == 0 {
+		http.Redirect(w, r, "/dashboard/queue", http.StatusSeeOther)
+		return
+	}
+	http.Redirect(w, r, "/dashboard/runs/"+strconv.FormatInt(page.Runs[0].ID, 10), http.StatusSeeOther)
+}
+
 // parseDays reads ?days=N (1–366), the window of the stats pages.
 func parseDays(q url.Values) (int, error) {
 	v := q.Get("days")

@@ -13,6 +13,8 @@ type RunQuery struct {
 	Executor string  // exact
 	From     time.Time
 	To       time.Time // exclusive
+	// Job, when set, keeps the runs of that job only.
+	Job int64
 	// Before is the pagination cursor: only runs with a lower id.
 	Before int64
 	Limit  int // at most MaxRunPage; 0 means DefaultRunPage

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strings"
 
 	"github.com/gilf-review/gilf/dashboard"
@@ -17,6 +18,19 @@ type DashboardConfig struct {
 	// not served (404); set, it is the bearer token and the login
 	// form's password, at least dashboard.MinTokenLen bytes.
 	Token Secret
+	// URL is GILF_DASHBOARD_URL, the dashboard's public base URL
+	// (https://gilf.example.com): each check run's details_url links to
+	// its job's page there. Unset, check runs carry none.
+	URL string
+}
+
+// DetailsURL is the check run's details_url of a job, "" without a
+// public URL.
+func (c DashboardConfig) DetailsURL(jobID int64) string {
+	if !c.Enabled() || c.URL == "" {
+		return ""
+	}
+	return c.URL + dashboard.JobPath(jobID)
 }
 
 // Enabled reports whether the dashboard is served.
@@ -27,7 +41,18 @@ func loadDashboard(getenv func(string) string) (DashboardConfig, error) {
 	if tok != "" && len(tok) < dashboard.MinTokenLen {
 		return DashboardConfig{}, fmt.Errorf("GILF_DASHBOARD_TOKEN: want at least %d characters, got %d", dashboard.MinTokenLen, len(tok))
 	}
-	return DashboardConfig{Token: NewSecret(tok)}, nil
+	c := DashboardConfig{Token: NewSecret(tok)}
+	if raw := strings.TrimSpace(getenv("GILF_DASHBOARD_URL")); raw != "" {
+		u, err := url.Parse(raw)
+		switch {
+		case err != nil || (u.Scheme != "https" && u.Scheme != "http") || u.Host == "" || u.RawQuery != "" || u.Fragment != "" || u.User != nil:
+			return DashboardConfig{}, fmt.Errorf("GILF_DASHBOARD_URL=%q: want the dashboard's public base URL, http(s)://host[/path], no query, fragment or credentials", raw)
+		case tok == "":
+			return DashboardConfig{}, errors.New("GILF_DASHBOARD_URL is set but GILF_DASHBOARD_TOKEN is not: the dashboard is off, so check runs would link to a 404")
+		}
+		c.URL = strings.TrimSuffix(u.String(), "/")
+	}
+	return c, nil
 }
 
 // The store is the dashboard's reader and queue.

@@ -141,3 +141,26 @@ func TestServeDashboard(t *testing.T) {
 		t.Error("the token reached the log")
 	}
 }
+
+// GILF_DASHBOARD_URL gives each check run its details_url: the job's page.
+func TestLoadDashboardURL(t *testing.T) {
+	const tok = "0123456789abcdef-dashboard"
+	env := func(vals map[string]string) func(string) string { return func(k string) string { return vals[k] } }
+	c, err := loadDashboard(env(map[string]string{"GILF_DASHBOARD_TOKEN": tok, "GILF_DASHBOARD_URL": "https://gilf.example.com/ops/"}))
+	if err != nil || c.DetailsURL(12) != "https://gilf.example.com/ops/dashboard/jobs/12" {
+		t.Fatalf("details url %q, %v", c.DetailsURL(12), err)
+	}
+	if c, err := loadDashboard(env(map[string]string{"GILF_DASHBOARD_TOKEN": tok})); err != nil || c.DetailsURL(12) != "" {
+		t.Errorf("no URL: details url %q, %v; want none", c.DetailsURL(12), err)
+	}
+	for _, bad := range []map[string]string{
+		{"GILF_DASHBOARD_TOKEN": tok, "GILF_DASHBOARD_URL": "gilf.example.com"},
+		{"GILF_DASHBOARD_TOKEN": tok, "GILF_DASHBOARD_URL": "https://u:p@gilf.example.com"},
+		{"GILF_DASHBOARD_TOKEN": tok, "GILF_DASHBOARD_URL": "https://gilf.example.com/?a=1"},
+		{"GILF_DASHBOARD_URL": "https://gilf.example.com"},
+	} {
+		if _, err := loadDashboard(env(bad)); err == nil {
+			t.Errorf("loadDashboard(%v) accepted it", bad)
+		}
+	}
+}

@@ -374,6 +374,7 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
 		Logger:      log,
 		Internals:   internalPaths(cfg.DataDir),
+		DetailsURL:  func(j review.Job) string { return sc.Dashboard.DetailsURL(j.ID) },
 		OperatorErrors: func(c validation.Code) {
 			metrics.operator.WithLabelValues(string(c)).Inc()
 		},
