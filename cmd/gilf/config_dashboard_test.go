@@ -100,7 +100,7 @@ func TestDashboardRoutes(t *testing.T) {
 // TestLoadServeConfigDashboard checks a short token stops the start
 // with the other problems, without printing the token.
 func TestLoadServeConfigDashboard(t *testing.T) {
-	_, _, _, err := loadServeConfig(serveEnvMap(map[string]string{"GILF_DASHBOARD_TOKEN": "short-tok", "GILF_WORKERS": "0"}))
+	_, _, _, err := loadServeConfig(serveEnvMap(map[string]string{"GILF_DASHBOARD_TOKEN": "short-tok", "GILF_WORKERS": "0"}), nil)
 	if err == nil || !strings.Contains(err.Error(), "GILF_DASHBOARD_TOKEN") || !strings.Contains(err.Error(), "GILF_WORKERS") ||
 		strings.Contains(err.Error(), "short-tok") {
 		t.Fatalf("err %v, want both problems and no token", err)

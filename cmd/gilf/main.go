@@ -51,6 +51,8 @@ func commands() []command {
 		{"serve", "run the webhook intake, review workers, /healthz and /metrics", runServe},
 		{"costs", "print estimated validation spend by executor and day from the store", runCosts},
 		{"migrate", "create the database or apply pending schema migrations, then exit", runMigrate},
+		{"doctor", "check the configuration end to end (GitHub App, executors, store, disk, evidence)", runDoctor},
+		{"version", "print the module version, VCS revision and Go version", runVersion},
 	}
 }
 

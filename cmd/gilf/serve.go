@@ -68,7 +68,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf serve: unexpected arguments %q\n", fs.Args())
 		return exitUsage
 	}
-	cfg, sc, app, err := loadServeConfig(env.Getenv)
+	cfg, sc, app, err := loadServeConfig(env.Getenv, env.Environ)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf serve: configuration:\n%v\n", err)
 		return exitUsage
@@ -82,8 +82,9 @@ func runServe(ctx context.Context, env Env, args []string) int {
 }
 
 // loadServeConfig reads and checks everything serve needs, reporting
-// every problem at once.
-func loadServeConfig(getenv func(string) string) (Config, ServeConfig, AppCredentials, error) {
+// every problem at once. environ is the whole environment, for the GILF_*
+// variables gilf does not read.
+func loadServeConfig(getenv func(string) string, environ []string) (Config, ServeConfig, AppCredentials, error) {
 	cfg, err := Load(getenv)
 	errs := []error{err}
 	sc, errs := loadServe(getenv, errs)
@@ -91,6 +92,7 @@ func loadServeConfig(getenv func(string) string) (Config, ServeConfig, AppCreden
 	errs = append(errs, err)
 	app, err := sc.App(readKeyFile)
 	errs = append(errs, err)
+	errs = append(errs, checkServeSetup(cfg, sc, getenv, environ)...)
 	return cfg, sc, app, errors.Join(errs...)
 }
 

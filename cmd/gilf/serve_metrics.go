@@ -61,6 +61,7 @@ func newServeMetrics(db deliveryCounter) *serveMetrics {
 	m.reg.MustRegister(m.deliveries, m.claimed, m.running, m.finished, m.runs, m.operator,
 		storeCollector{db: db, desc: prometheus.NewDesc("gilf_deliveries_stored",
 			"Webhook deliveries recorded in the store (every replica's).", nil, nil)},
+		buildInfoMetric(readBuildVersion()),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)

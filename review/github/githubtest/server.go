@@ -13,7 +13,8 @@
 // annotations per request, counting output.annotations_count); reviews
 // are edited in place (PUT body) and dismissed (PUT …/dismissals); the App
 // webhook's delivery log (SetDeliveries) is listed with cursor pagination
-// and redelivery requests are recorded (Redeliveries). Every request
+// and redelivery requests are recorded (Redeliveries); GET /app describes
+// the App (AppPermissions, AppEvents). Every request
 // is recorded (method, path, JSON body) and faults can be injected per
 // endpoint.
 //
@@ -131,8 +132,13 @@ type Options struct {
 	Now func() time.Time
 	// TokenTTL is an installation token's lifetime (default 1 h).
 	TokenTTL time.Duration
-	// BotLogin is the author of posted reviews (default "gilf[bot]").
+	// BotLogin is the author of posted reviews (default "gilf[bot]");
+	// GET /app answers its slug (the login without "[bot]").
 	BotLogin string
+	// AppPermissions and AppEvents replace the example's permissions and
+	// events in GET /app.
+	AppPermissions map[string]string
+	AppEvents      []string
 }
 
 // Request is one recorded request. Auth says how it authenticated
@@ -259,6 +265,7 @@ func New(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("PUT "+bp+"/repos/{owner}/{repo}/pulls/{number}/reviews/{id}/dismissals", s.repo(DismissReview, s.dismissReview))
 	mux.HandleFunc("GET "+bp+"/app/hook/deliveries", s.app(ListDeliveries, s.listDeliveries))
 	mux.HandleFunc("POST "+bp+"/app/hook/deliveries/{id}/attempts", s.app(Redeliver, s.redeliver))
+	mux.HandleFunc("GET "+bp+"/app", s.app(GetApp, s.getApp))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, "", "none", nil)
 		s.basicError(w, http.StatusNotFound, "Not Found")
