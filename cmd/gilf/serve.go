@@ -131,9 +131,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if err != nil {
 		return err
 	}
+	metrics := newServeMetrics(db)
 	gc, err := github.New(github.Config{
 		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
-		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log,
+		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log, RateLimitRemaining: metrics.jobs.rateRemaining.set,
 	})
 	if err != nil {
 		return fmt.Errorf("github client: %w", err)
@@ -147,7 +148,6 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
 		}
 	}()
-	metrics := newServeMetrics(db)
 	queue := newStoreQueue(db, log, metrics)
 	queue.finish = githubPublisher{c: gc, posted: db}
 	wake := make(chan struct{}, 1)

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/webhook"
 )
 
@@ -84,6 +85,11 @@ func (stuckStore) Ready(ctx context.Context) error {
 func (stuckStore) CountDeliveries(ctx context.Context) (int, error) {
 	<-ctx.Done()
 	return 0, ctx.Err()
+}
+
+func (stuckStore) QueueStats(ctx context.Context) (store.QueueStats, error) {
+	<-ctx.Done()
+	return store.QueueStats{}, ctx.Err()
 }
 
 // TestServeRoutesStuckStore checks the store waits of the HTTP surface end
