@@ -31,6 +31,7 @@ type readiness struct {
 	minFree  int64 // 0: no free-space check
 	log      *slog.Logger
 	draining atomic.Bool
+	last     atomic.Pointer[string] // the last notReady.kind logged; "" once ready
 }
 
 func newReadiness(store readyStore, dataDir string, minFree int64, log *slog.Logger) *readiness {
@@ -48,6 +49,7 @@ var errDraining = errors.New("draining: this process is stopping")
 // notReady is why the process should not take traffic: a public reason
 // for the body, a cause for the log.
 type notReady struct {
+	kind   string // what is wrong, stable across probes: logged on change
 	reason string
 	cause  error
 }
@@ -55,18 +57,19 @@ type notReady struct {
 // check returns nil when ready.
 func (r *readiness) check(ctx context.Context) *notReady {
 	if r.draining.Load() {
-		return &notReady{reason: "draining", cause: errDraining}
+		return &notReady{kind: "draining", reason: "draining", cause: errDraining}
 	}
 	if err := r.store.Ready(ctx); err != nil {
-		return &notReady{reason: "store refuses writes", cause: err}
+		return &notReady{kind: "store", reason: "store refuses writes", cause: err}
 	}
 	if r.minFree > 0 {
 		free, err := freeBytes(r.dataDir)
 		if err != nil {
-			return &notReady{reason: "free space unknown", cause: err}
+			return &notReady{kind: "free_space_unknown", reason: "free space unknown", cause: err}
 		}
 		if free < r.minFree {
 			return &notReady{
+				kind:   "low_free_space",
 				reason: fmt.Sprintf("low free space: %d bytes free in the data directory, below GILF_MIN_FREE_BYTES=%d", free, r.minFree),
 				cause:  fmt.Errorf("%d bytes free under %s, want at least %d", free, r.dataDir, r.minFree),
 			}
@@ -94,14 +97,31 @@ func (r *readiness) serveReadyz(w http.ResponseWriter, req *http.Request) {
 	ctx, cancel := context.WithTimeout(req.Context(), HealthTimeout)
 	defer cancel()
 	plainNoStore(w)
-	if nr := r.check(ctx); nr != nil {
-		r.log.Warn("not ready", "reason", nr.reason, "err", nr.cause)
+	nr := r.check(ctx)
+	r.logChange(nr)
+	if nr != nil {
 		http.Error(w, "not ready: "+nr.reason, http.StatusServiceUnavailable)
 		return
 	}
 	if _, err := w.Write([]byte("ready\n")); err != nil {
 		return // the client went away
 	}
+}
+
+// logChange logs readiness when its reason changes, not on every probe.
+func (r *readiness) logChange(nr *notReady) {
+	kind := ""
+	if nr != nil {
+		kind = nr.kind
+	}
+	if prev := r.last.Swap(&kind); prev != nil && *prev == kind || prev == nil && kind == "" {
+		return
+	}
+	if nr != nil {
+		r.log.Warn("not ready", "reason", nr.reason, "err", nr.cause)
+		return
+	}
+	r.log.Info("ready again")
 }
 
 // serveHealthz is liveness: this answer is the proof.

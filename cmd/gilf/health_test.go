@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
@@ -162,5 +163,27 @@ func waitNotReady(t *testing.T, p *serveProc, body string) {
 			t.Fatalf("/readyz still %d %q after %v, want 503 with %q:\n%s", code, b, serveStopBound, body, p.stderr.String())
 		}
 		time.Sleep(servePoll)
+	}
+}
+
+// TestReadinessLogsChanges: readiness is logged when what is wrong
+// changes, not on every probe.
+func TestReadinessLogsChanges(t *testing.T) {
+	var buf bytes.Buffer
+	r := newReadiness(nil, "", 0, slog.New(slog.NewTextHandler(&buf, nil)))
+	low := func(free int) *notReady {
+		return &notReady{kind: "low_free_space", reason: fmt.Sprintf("low free space: %d bytes free", free), cause: errors.New("x")}
+	}
+	for _, nr := range []*notReady{nil, low(3), low(2), {kind: "draining", reason: "draining", cause: errDraining}, nil, nil} {
+		r.logChange(nr)
+	}
+	var got []string
+	for _, l := range strings.Split(strings.TrimSpace(buf.String()), "\n") {
+		_, msg, _ := strings.Cut(l, "msg=")
+		got = append(got, msg)
+	}
+	want := []string{`"not ready" reason="low free space: 3 bytes free" err=x`, `"not ready" reason=draining err="draining: this process is stopping"`, `"ready again"`}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 }
