@@ -170,6 +170,7 @@ type DB struct {
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	closer   sync.Once
+	ready    readyCache // see ready.go
 }
 
 // Open opens (creating when missing) the SQLite database at path, applies
@@ -224,7 +225,8 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
 	d := &DB{w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
-		reqs: make(chan *intakeReq), appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{})}
+		reqs: make(chan *intakeReq), appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
+		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.durable(); err != nil { // the migrations just applied
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
 	}

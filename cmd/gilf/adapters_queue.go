@@ -35,8 +35,11 @@ type storeQueue struct {
 	// without a result (dead or failed), so none stays in progress.
 	finish review.CheckFinisher
 
-	mu     sync.Mutex
-	leases map[leaseKey]store.Lease
+	now func() time.Time // job durations
+
+	mu      sync.Mutex
+	leases  map[leaseKey]store.Lease
+	claimed map[leaseKey]time.Time // when this process claimed it
 }
 
 type leaseKey struct {
@@ -46,7 +49,8 @@ type leaseKey struct {
 var _ review.Queue = (*storeQueue)(nil)
 
 func newStoreQueue(db *store.DB, log *slog.Logger, m *serveMetrics) *storeQueue {
-	return &storeQueue{db: db, log: log, metrics: m, leases: make(map[leaseKey]store.Lease)}
+	return &storeQueue{db: db, log: log, metrics: m, now: time.Now,
+		leases: make(map[leaseKey]store.Lease), claimed: make(map[leaseKey]time.Time)}
 }
 
 // Claim leases the next due job.
@@ -57,6 +61,7 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	}
 	q.mu.Lock()
 	q.leases[leaseKey{j.ID, j.Lease.Gen}] = j.Lease
+	q.claimed[leaseKey{j.ID, j.Lease.Gen}] = q.now()
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
@@ -87,12 +92,23 @@ func (q *storeQueue) lease(c review.Claim) (store.Lease, error) {
 	return l, nil
 }
 
+// claimedAt is when this process claimed c (now, if it did not).
+func (q *storeQueue) claimedAt(c review.Claim) time.Time {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if t, ok := q.claimed[leaseKey{c.Job.ID, c.Token}]; ok {
+		return t
+	}
+	return q.now()
+}
+
 // release forgets a claim; it ends in this process whatever happens next.
 func (q *storeQueue) release(c review.Claim) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	if _, ok := q.leases[leaseKey{c.Job.ID, c.Token}]; ok {
 		delete(q.leases, leaseKey{c.Job.ID, c.Token})
+		delete(q.claimed, leaseKey{c.Job.ID, c.Token})
 		q.metrics.running.Dec()
 	}
 }
@@ -146,6 +162,7 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	}
 	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
+	q.metrics.jobs.observe(res, q.now().Sub(q.claimedAt(c)))
 	q.log.Info("job done", "job_id", c.Job.ID, "run_id", runID, "outcome", res.Record.Outcome,
 		"executor", res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
 	return nil

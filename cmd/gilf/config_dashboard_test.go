@@ -52,7 +52,7 @@ func TestDashboardRoutes(t *testing.T) {
 	db := newTestStore(t, nil)
 	m := newServeMetrics(db)
 	log := slog.New(slog.DiscardHandler)
-	off := httptest.NewServer(routes(http.NotFoundHandler(), db, m, log, nil))
+	off := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(db, t.TempDir(), 0, log), m, log, nil))
 	defer off.Close()
 	paths := []string{"/dashboard", "/dashboard/", "/dashboard/login", "/dashboard/costs", "/api/v1/runs", "/api/v1/jobs"}
 	for _, p := range paths {
@@ -66,7 +66,7 @@ func TestDashboardRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	on := httptest.NewServer(routes(http.NotFoundHandler(), db, m, log, dash))
+	on := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(db, t.TempDir(), 0, log), m, log, dash))
 	defer on.Close()
 	for _, p := range paths[:2] {
 		if code, _ := httpGet(t, on.URL, p); code != http.StatusUnauthorized {

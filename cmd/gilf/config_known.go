@@ -45,6 +45,8 @@ func knownEnv() []string {
 		"GILF_CF_SANDBOX_ENABLED", "GILF_CF_SANDBOX_URL", "GILF_CF_SANDBOX_TOKEN", "GILF_CF_SANDBOX_TIMEOUT_MS",
 		// config_dashboard.go
 		"GILF_DASHBOARD_TOKEN", "GILF_DASHBOARD_URL",
+		// config_health.go
+		"GILF_MIN_FREE_BYTES",
 	}
 }
 

@@ -70,6 +70,9 @@ type ServeConfig struct {
 	RedeliverySweep time.Duration
 	// Dashboard is GILF_DASHBOARD_TOKEN (config_dashboard.go).
 	Dashboard DashboardConfig
+	// MinFreeBytes is GILF_MIN_FREE_BYTES: below it free under the data
+	// directory, /readyz answers 503; 0 is no check.
+	MinFreeBytes int64
 }
 
 // GitHubConfig is the GitHub App: its id and key, its webhook secret and
@@ -235,6 +238,7 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 		}
 	}
 	s.E2B, errs = loadE2B(getenv, errs)
+	s.MinFreeBytes, errs = loadMinFree(getenv, errs)
 	s.CFSandbox, errs = loadCFSandbox(getenv, errs)
 	return s, errs
 }

@@ -37,6 +37,7 @@ func TestServeConfigDefaults(t *testing.T) {
 		SelfHost: SelfHostConfig{Network: validation.NetworkNone, Timeout: 45 * time.Minute},
 		// The guard is on by default, trusting no proxy.
 		BadSignatureLimit: 30,
+		MinFreeBytes:      1 << 30,
 	}
 	if diff := cmp.Diff(want, got, cmp.AllowUnexported(Secret{}), cmpopts.EquateComparable(netip.Prefix{})); diff != "" {
 		t.Errorf("defaults (-want +got):\n%s", diff)
@@ -75,6 +76,7 @@ func TestServeConfigValues(t *testing.T) {
 		"GILF_CF_SANDBOX_URL":               "https://bridge.example.workers.dev",
 		"GILF_CF_SANDBOX_TOKEN":             "cf-token",
 		"GILF_CF_SANDBOX_TIMEOUT_MS":        "600000",
+		"GILF_MIN_FREE_BYTES":               "0",
 	}), nil)
 	if len(errs) != 0 {
 		t.Fatalf("loadServe: %v", errs)
@@ -147,6 +149,9 @@ func TestServeConfigErrors(t *testing.T) {
 		{"cf sandbox enabled without url", map[string]string{"GILF_CF_SANDBOX_ENABLED": "1", "GILF_CF_SANDBOX_TOKEN": "t"}, []string{"GILF_CF_SANDBOX_URL"}},
 		{"cf sandbox enabled not 0 or 1", map[string]string{"GILF_CF_SANDBOX_ENABLED": "yes"}, []string{"GILF_CF_SANDBOX_ENABLED"}},
 		{"cf sandbox url without enabling", map[string]string{"GILF_CF_SANDBOX_URL": "https://b.example", "GILF_CF_SANDBOX_TOKEN": "t"}, nil},
+		{"min free bytes off", map[string]string{"GILF_MIN_FREE_BYTES": "0"}, nil},
+		{"min free bytes negative", map[string]string{"GILF_MIN_FREE_BYTES": "-1"}, []string{"GILF_MIN_FREE_BYTES", "number of bytes"}},
+		{"min free bytes with a unit", map[string]string{"GILF_MIN_FREE_BYTES": "1GiB"}, []string{"GILF_MIN_FREE_BYTES", "1073741824"}},
 		{"every problem at once", map[string]string{"GILF_WORKERS": "0", "GILF_JOB_LEASE_MS": "5", "GILF_ADDR": "nope", "GILF_SELF_HOST_NETWORK": "x"},
 			[]string{"GILF_WORKERS", "GILF_JOB_LEASE_MS", "GILF_ADDR", "GILF_SELF_HOST_NETWORK"}},
 	}

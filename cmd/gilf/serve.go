@@ -46,9 +46,11 @@ const (
 
 const serveUsage = `usage: gilf serve
 
-Run the webhook intake (POST /webhook), the review workers, /healthz and
-/metrics until SIGTERM or SIGINT. Every setting comes from the GILF_*
-environment (see README, "Running gilf serve"); there are no flags.
+Run the webhook intake (POST /webhook), the review workers, /healthz,
+/readyz and /metrics until SIGTERM or SIGINT (then /readyz answers 503 and
+intake refuses deliveries while running jobs finish). Every setting comes
+from the GILF_* environment (see README, "Running gilf serve"); there are
+no flags.
 
 exit codes: 0 stopped by a signal after a clean shutdown; 2 configuration
 or infrastructure error.
@@ -134,9 +136,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if err != nil {
 		return err
 	}
+	metrics := newServeMetrics(db)
 	gc, err := github.New(github.Config{
 		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
-		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log,
+		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log, RateLimitRemaining: metrics.jobs.rateRemaining.set,
 	})
 	if err != nil {
 		return fmt.Errorf("github client: %w", err)
@@ -150,11 +153,11 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
 		}
 	}()
-	metrics := newServeMetrics(db)
 	queue := newStoreQueue(db, log, metrics)
 	queue.finish = githubPublisher{c: gc, posted: db}
 	wake := make(chan struct{}, 1)
-	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: metrics}, log,
+	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
+	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
 	if err != nil {
@@ -180,7 +183,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		}
 	}
 	srv := &http.Server{
-		Handler:           routes(hook, db, metrics, log, dash),
+		Handler:           routes(hook, ready, metrics, log, dash),
 		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
 		ReadTimeout:       webhook.ReadTimeout,
 		WriteTimeout:      webhook.WriteTimeout,
@@ -206,17 +209,25 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		}
 		return nil
 	})
+	workersDone := make(chan struct{})
 	g.Go(func() error {
+		// Draining: intake refuses deliveries and /readyz answers 503
+		// while the workers finish; /healthz and /metrics keep
+		// answering until the workers stopped.
 		<-gctx.Done()
+		ready.drain()
+		log.Info("intake stopped")
+		<-workersDone
 		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), ShutdownTimeout)
 		defer cancel()
 		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("stop intake: %w", errors.Join(err, srv.Close()))
+			return fmt.Errorf("stop http server: %w", errors.Join(err, srv.Close()))
 		}
-		log.Info("intake stopped")
+		log.Info("http server stopped")
 		return nil
 	})
 	g.Go(func() error {
+		defer close(workersDone)
 		err := worker.Run(gctx)
 		log.Info("workers stopped")
 		return err

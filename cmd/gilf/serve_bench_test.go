@@ -31,7 +31,7 @@ func BenchmarkServeWebhookIntake(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv := httptest.NewServer(routes(hook, db, m, log, nil))
+	srv := httptest.NewServer(routes(hook, newReadiness(db, b.TempDir(), 0, log), m, log, nil))
 	defer srv.Close()
 	sig := signature(serveSecret, body)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -281,8 +282,24 @@ func TestServeGracefulDrain(t *testing.T) {
 		}
 		time.Sleep(servePoll)
 	}
-	if err := p.stop(t, syscall.SIGTERM); err != nil {
-		t.Fatalf("gilf serve exited with %v after SIGTERM during a job, want 0:\n%s", err, p.stderr.String())
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	// While the job holds the drain: not ready, and intake refuses.
+	waitNotReady(t, p, "not ready: draining")
+	if !hasCmdline(descendants(p.cmd.Process.Pid), "sleep "+marker) {
+		t.Errorf("/readyz turned 503 only after the job's step ended; want it during the drain")
+	}
+	if code, r := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body)); code != http.StatusServiceUnavailable {
+		t.Errorf("delivery while draining answered %d %+v, want 503", code, r)
+	}
+	select {
+	case <-p.done:
+	case <-time.After(serveStopBound):
+		t.Fatalf("gilf serve did not exit within %v of SIGTERM:\n%s", serveStopBound, p.stderr.String())
+	}
+	if p.err != nil {
+		t.Fatalf("gilf serve exited with %v after SIGTERM during a job, want 0:\n%s", p.err, p.stderr.String())
 	}
 	st, err := db.JobState(t.Context(), rep.Job)
 	if err != nil || st.State != store.StateDone || st.Attempts != 1 {

@@ -23,6 +23,7 @@ type serveMetrics struct {
 	finished   *prometheus.CounterVec // by how the attempt ended
 	runs       *prometheus.CounterVec // by outcome
 	operator   *prometheus.CounterVec // by refusal code
+	jobs       jobMetrics             // metrics_jobs.go
 }
 
 // deliveryCounter reads the number of stored deliveries.
@@ -30,9 +31,16 @@ type deliveryCounter interface {
 	CountDeliveries(ctx context.Context) (int, error)
 }
 
-func newServeMetrics(db deliveryCounter) *serveMetrics {
+// metricsStore is what the scrape reads from the store.
+type metricsStore interface {
+	deliveryCounter
+	queueStatter
+}
+
+func newServeMetrics(db metricsStore) *serveMetrics {
 	m := &serveMetrics{
-		reg: prometheus.NewRegistry(),
+		reg:  prometheus.NewRegistry(),
+		jobs: newJobMetrics(),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gilf_webhook_deliveries_total",
 			Help: "Webhook deliveries handled by this process, by intake status (queued, ignored, skipped, recorded, invalid, duplicate, error).",
@@ -62,9 +70,11 @@ func newServeMetrics(db deliveryCounter) *serveMetrics {
 		storeCollector{db: db, desc: prometheus.NewDesc("gilf_deliveries_stored",
 			"Webhook deliveries recorded in the store (every replica's).", nil, nil)},
 		buildInfoMetric(readBuildVersion()),
+		newQueueCollector(db, time.Now),
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
+	m.reg.MustRegister(m.jobs.collectors()...)
 	return m
 }
 

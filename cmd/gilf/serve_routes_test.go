@@ -9,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/webhook"
 )
 
 // TestServeRoutes checks the HTTP surface over a real store: the webhook
-// is mounted for POST only, /healthz follows the store, and /metrics
-// reports a store it cannot read as an error, not as zero.
+// is mounted for POST only, /healthz is liveness (it answers whatever the
+// store), /readyz follows the store, and /metrics reports a store it
+// cannot read as an error, not as zero.
 func TestServeRoutes(t *testing.T) {
 	db := newTestStore(t, nil)
 	m := newServeMetrics(db)
@@ -23,7 +25,7 @@ func TestServeRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(routes(hook, db, m, log, nil))
+	srv := httptest.NewServer(routes(hook, newReadiness(db, t.TempDir(), 1, log), m, log, nil))
 	defer srv.Close()
 
 	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)
@@ -36,6 +38,7 @@ func TestServeRoutes(t *testing.T) {
 		has        []string
 	}{
 		{"healthz", "/healthz", http.StatusOK, []string{"ok"}},
+		{"readyz", "/readyz", http.StatusOK, []string{"ready"}},
 		{"metrics", "/metrics", http.StatusOK, []string{
 			`gilf_webhook_deliveries_total{status="recorded"} 1`, "gilf_deliveries_stored 1", "gilf_jobs_running 0", "go_goroutines"}},
 		{"webhook is POST only", "/webhook", http.StatusMethodNotAllowed, nil},
@@ -58,8 +61,11 @@ func TestServeRoutes(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if code, b := httpGet(t, srv.URL, "/healthz"); code != http.StatusServiceUnavailable || strings.Contains(b, "sql") {
-		t.Errorf("/healthz with a closed store: %d %q, want 503 with a public message", code, b)
+	if code, b := httpGet(t, srv.URL, "/healthz"); code != http.StatusOK || b != "ok\n" {
+		t.Errorf("/healthz with a closed store: %d %q, want 200 ok (liveness only)", code, b)
+	}
+	if code, b := httpGet(t, srv.URL, "/readyz"); code != http.StatusServiceUnavailable || b != "not ready: store refuses writes\n" {
+		t.Errorf("/readyz with a closed store: %d %q, want 503 with a public reason", code, b)
 	}
 	code, b := httpGet(t, srv.URL, "/metrics")
 	if code != http.StatusOK || strings.Contains(b, "gilf_deliveries_stored ") || !strings.Contains(b, `gilf_webhook_deliveries_total{status="recorded"} 1`) {
@@ -71,7 +77,7 @@ func TestServeRoutes(t *testing.T) {
 // disk hangs.
 type stuckStore struct{}
 
-func (stuckStore) Ping(ctx context.Context) error {
+func (stuckStore) Ready(ctx context.Context) error {
 	<-ctx.Done()
 	return ctx.Err()
 }
@@ -81,20 +87,28 @@ func (stuckStore) CountDeliveries(ctx context.Context) (int, error) {
 	return 0, ctx.Err()
 }
 
-// TestServeRoutesStuckStore checks the two store waits of the HTTP
-// surface end at their limits: /healthz answers 503 after HealthTimeout,
-// /metrics leaves out the store gauge after storeScrapeTimeout.
+func (stuckStore) QueueStats(ctx context.Context) (store.QueueStats, error) {
+	<-ctx.Done()
+	return store.QueueStats{}, ctx.Err()
+}
+
+// TestServeRoutesStuckStore checks the store waits of the HTTP surface end
+// at their limits: /readyz answers 503 after HealthTimeout, /metrics
+// leaves out the store gauge after storeScrapeTimeout, and /healthz does
+// not wait for the store at all.
 func TestServeRoutesStuckStore(t *testing.T) {
 	m := newServeMetrics(stuckStore{})
-	srv := httptest.NewServer(routes(http.NotFoundHandler(), stuckStore{}, m, slog.New(slog.DiscardHandler), nil))
+	log := slog.New(slog.DiscardHandler)
+	srv := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(stuckStore{}, t.TempDir(), 0, log), m, log, nil))
 	defer srv.Close()
 	tests := []struct {
-		path  string
-		limit time.Duration
-		code  int
+		path     string
+		min, max time.Duration
+		code     int
 	}{
-		{"/healthz", HealthTimeout, http.StatusServiceUnavailable},
-		{"/metrics", storeScrapeTimeout, http.StatusOK},
+		{"/readyz", HealthTimeout, HealthTimeout + 5*time.Second, http.StatusServiceUnavailable},
+		{"/metrics", storeScrapeTimeout, storeScrapeTimeout + 5*time.Second, http.StatusOK},
+		{"/healthz", 0, time.Second, http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {
@@ -104,8 +118,8 @@ func TestServeRoutesStuckStore(t *testing.T) {
 			if code != tt.code {
 				t.Errorf("GET %s: %d, want %d", tt.path, code, tt.code)
 			}
-			if took < tt.limit || took > tt.limit+5*time.Second {
-				t.Errorf("GET %s took %v, want just over %v", tt.path, took, tt.limit)
+			if took < tt.min || took > tt.max {
+				t.Errorf("GET %s took %v, want from %v to %v", tt.path, took, tt.min, tt.max)
 			}
 			if strings.Contains(b, "gilf_deliveries_stored ") {
 				t.Errorf("GET %s reported a store gauge it could not read", tt.path)

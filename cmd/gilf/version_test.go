@@ -87,7 +87,7 @@ func TestBuildInfoMetric(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(routes(hook, db, m, log, nil))
+	srv := httptest.NewServer(routes(hook, newReadiness(db, t.TempDir(), 0, log), m, log, nil))
 	defer srv.Close()
 	code, body := httpGet(t, srv.URL, "/metrics")
 	if code != http.StatusOK {

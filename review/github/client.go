@@ -142,6 +142,10 @@ type Config struct {
 	RequestTimeout     time.Duration
 	// Archive bounds the tarball download and its extraction.
 	Archive archive.Limits
+	// RateLimitRemaining, when set, is called with the
+	// X-RateLimit-Remaining of every API answer that carries one (any
+	// token's: the App's or an installation's); see ratelimit.go.
+	RateLimitRemaining func(remaining int)
 }
 
 // Client talks to one GitHub (or GHES) instance as one GitHub App. It is
@@ -213,6 +217,9 @@ func New(cfg Config) (*Client, error) {
 	}
 	for _, h := range cfg.DownloadHosts {
 		c.allowed[strings.ToLower(h)] = true
+	}
+	if cfg.RateLimitRemaining != nil {
+		c.transport = rateLimitObserver{next: c.transport, observe: cfg.RateLimitRemaining}
 	}
 	c.appClient = c.newGitHub(&jwtTransport{c: c})
 	return c, nil

@@ -178,6 +178,30 @@ type Server struct {
 	nextID       int64
 	lastJWTTimes [2]time.Time
 	hooks        hookDeliveries
+	rateUsed     int // API requests so far, for X-RateLimit-Remaining
+}
+
+// RateLimit is the primary rate limit every API answer reports, as
+// GitHub's X-RateLimit-* headers: each request uses one.
+const RateLimit = 5000
+
+// rateLimited sets GitHub's rate-limit headers on every API answer but a
+// fault's: X-RateLimit-Remaining counts down from RateLimit (a
+// PrimaryRateLimit fault answers 0).
+func (s *Server) rateLimited(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.rateUsed++
+		used := s.rateUsed
+		s.mu.Unlock()
+		h := w.Header()
+		h.Set("X-RateLimit-Limit", strconv.Itoa(RateLimit))
+		h.Set("X-RateLimit-Remaining", strconv.Itoa(max(RateLimit-used, 0)))
+		h.Set("X-RateLimit-Used", strconv.Itoa(used))
+		h.Set("X-RateLimit-Reset", strconv.FormatInt(s.opts.Now().Add(time.Hour).Unix(), 10))
+		h.Set("X-RateLimit-Resource", "core")
+		next.ServeHTTP(w, r)
+	})
 }
 
 type token struct {
@@ -270,7 +294,7 @@ func New(t testing.TB, opts Options) *Server {
 		s.record(r, "", "none", nil)
 		s.basicError(w, http.StatusNotFound, "Not Found")
 	})
-	s.api = httptest.NewServer(mux)
+	s.api = httptest.NewServer(s.rateLimited(mux))
 	t.Cleanup(s.api.Close)
 	s.codeload = httptest.NewServer(http.HandlerFunc(s.serveCodeload))
 	t.Cleanup(s.codeload.Close)
@@ -454,6 +478,11 @@ func (s *Server) takeFault(ep Endpoint) (Fault, bool) {
 // writeFault answers a fault. It reports false for LandThenStatus, which
 // is answered after the handler ran.
 func (s *Server) writeFault(w http.ResponseWriter, f Fault) {
+	// A fault answers with only its own headers (PrimaryRateLimit sets
+	// the rate limit's).
+	for _, h := range []string{"X-RateLimit-Limit", "X-RateLimit-Remaining", "X-RateLimit-Used", "X-RateLimit-Reset", "X-RateLimit-Resource"} {
+		w.Header().Del(h)
+	}
 	switch f.Kind {
 	case Status, LandThenStatus:
 		s.basicError(w, f.Status, http.StatusText(f.Status))

@@ -1,0 +1,33 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+)
+
+// TestReadyPoisoned: after a failed WAL fsync, Ready reports
+// ErrNotDurable at once, without waiting for a cached probe to expire.
+func TestReadyPoisoned(t *testing.T) {
+	db := openInternal(t, Options{})
+	ctx := context.Background()
+	if err := db.Ready(ctx); err != nil {
+		t.Fatalf("fresh store: %v", err)
+	}
+	// A closed descriptor makes the next fsync fail, as a disk error would.
+	db.wal.mu.Lock()
+	if err := db.wal.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db.wal.mu.Unlock()
+	if _, err := db.RecordDelivery(ctx, lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("delivery: %v, want ErrNotDurable", err)
+	}
+	if err := db.Ready(ctx); !errors.Is(err, ErrNotDurable) {
+		t.Fatalf("Ready after a failed fsync: %v, want ErrNotDurable", err)
+	}
+	db.wal.mu.Lock()
+	db.wal.f, _ = os.Open(db.wal.path) // for Close
+	db.wal.mu.Unlock()
+}
