@@ -50,8 +50,8 @@ export class Gilf extends Container {
   // goes with it (see README: not durable). One window is longer than the
   // longest validation (GILF_CF_SANDBOX_TIMEOUT_MS, 45 min by default, plus
   // a shadow lane's GILF_VALIDATION_SHADOW_TIMEOUT_MS, 10 min), and at its
-  // end onActivityExpired asks the container itself: a job running renews
-  // the window, so sleep never stops a running validation.
+  // end onActivityExpired asks the container itself: a job running (or
+  // queued) renews the window, so sleep never stops a running validation.
   sleepAfter = "1h";
   constructor(ctx, env) {
     super(ctx, env);

@@ -1,33 +1,45 @@
-// node --test deploy/cloudflare/test: the Worker's keep-awake decision.
+// node --test deploy/cloudflare/test/*.test.js: the Worker's keep-awake decision.
 import { test } from "node:test";
 import assert from "node:assert/strict";
-import { jobsRunning, keepAwake } from "../src/activity.js";
+import { jobsQueued, jobsRunning, keepAwake } from "../src/activity.js";
 
-// The lines gilf serve's /metrics writes for the gauge (cmd/gilf/serve_metrics.go).
-const metrics = (n) => `# HELP gilf_jobs_claimed_total Review jobs this process claimed.
+// The lines gilf serve's /metrics writes (cmd/gilf/serve_metrics.go; the
+// gilf_jobs{state} gauge where gilf serves it).
+const metrics = (running, queued) => `# HELP gilf_jobs_claimed_total Review jobs this process claimed.
 # TYPE gilf_jobs_claimed_total counter
 gilf_jobs_claimed_total 7
 # HELP gilf_jobs_running Review jobs this process is running now.
 # TYPE gilf_jobs_running gauge
-gilf_jobs_running ${n}
-`;
+gilf_jobs_running ${running}
+` + (queued === undefined ? "" : `# TYPE gilf_jobs gauge
+gilf_jobs{state="done"} 4
+gilf_jobs{state="queued"} ${queued}
+gilf_jobs{state="running"} ${running}
+`);
 
 const answer = (status, body) => async () => new Response(body, { status });
 
-test("jobsRunning reads the gauge, not a neighbour", () => {
+test("the gauges are read by name and label, not a neighbour's", () => {
   assert.equal(jobsRunning(metrics(2)), 2);
-  assert.equal(jobsRunning(metrics(0)), 0);
+  assert.equal(jobsRunning(metrics(0, 3)), 0);
+  assert.equal(jobsQueued(metrics(0, 3)), 3);
+  assert.equal(jobsQueued(metrics(1)), undefined);
   assert.equal(jobsRunning("gilf_jobs_running_total 3\n"), undefined);
   assert.equal(jobsRunning("gilf_jobs_running NaN\n"), undefined);
   assert.equal(jobsRunning(""), undefined);
 });
 
 test("a running job keeps the container awake", async () => {
-  assert.deepEqual(await keepAwake(answer(200, metrics(1))), { keep: true, why: "1 job(s) running" });
+  assert.deepEqual(await keepAwake(answer(200, metrics(1))), { keep: true, why: "1 job(s) running, 0 queued" });
+});
+
+test("a queued job keeps it awake too", async () => {
+  assert.equal((await keepAwake(answer(200, metrics(0, 2)))).keep, true);
 });
 
 test("an idle container sleeps", async () => {
   assert.equal((await keepAwake(answer(200, metrics(0)))).keep, false);
+  assert.equal((await keepAwake(answer(200, metrics(0, 0)))).keep, false);
 });
 
 test("an unreadable answer lets it sleep, and says why", async () => {
