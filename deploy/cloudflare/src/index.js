@@ -4,6 +4,7 @@
 // beyond it, every other setting the container reads (GitHub App, evidence,
 // self-host, crabbox, code-changes-only, local opt-in, budgets).
 import { Container, getContainer } from "@cloudflare/containers";
+import { keepAwake } from "./activity.js";
 
 export const FORWARDED = [
   "GILF_ADDR", "GILF_DATA_DIR", "GILF_WORKERS", "GILF_LOG_LEVEL", "GILF_LOG_FORMAT",
@@ -46,10 +47,26 @@ export function containerEnv(env) {
 
 export class Gilf extends Container {
   defaultPort = 8080;
-  sleepAfter = "15m";
+  // The container sleeps once no request came for this long, and its disk
+  // goes with it (see README: not durable). One window is longer than the
+  // longest validation (GILF_CF_SANDBOX_TIMEOUT_MS, 45 min by default, plus
+  // a shadow lane's GILF_VALIDATION_SHADOW_TIMEOUT_MS, 10 min), and at its
+  // end onActivityExpired asks the container itself: a job running (or
+  // queued) renews the window, so sleep never stops a running validation.
+  sleepAfter = "1h";
   constructor(ctx, env) {
     super(ctx, env);
     this.envVars = containerEnv(env);
+  }
+  async onActivityExpired() {
+    const { keep, why } = await keepAwake(() => this.containerFetch("http://gilf/metrics", this.defaultPort));
+    if (keep) {
+      console.log(`gilf container kept awake: ${why}`);
+      this.renewActivityTimeout();
+      return;
+    }
+    console.log(`gilf container going to sleep: ${why}`);
+    await super.onActivityExpired();
   }
 }
 
