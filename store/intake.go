@@ -396,14 +396,20 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 	default:
 		// Another trigger for the same state. A superseded or cancelled
 		// job asked for again (a force-push back to its head, a
-		// reinstalled App) runs again; a job whose last run was skipped
-		// runs again as a re-run when the trigger can change that
-		// decision (a label, ready for review); any other keeps its state.
+		// reinstalled App) runs again; a dead or failed job asked for
+		// again (reopened, a push back to its head) runs again as a
+		// re-run, with fresh attempts and a new publication id; a job
+		// whose last run was skipped runs again as a re-run when the
+		// trigger can change that decision (a label, ready for review);
+		// any other keeps its state.
 		res.JobID, res.JobState = id.Int64, cur.String
 		js := State(cur.String)
 		requeue := want == StateQueued && (js == StateSuperseded || js == StateCancelled)
 		rerun, rerunReason := false, ""
-		if want == StateQueued && js == StateDone && reevaluates(job.Trigger) {
+		switch {
+		case want == StateQueued && (js == StateDead || js == StateFailed):
+			rerun, rerunReason = true, fmt.Sprintf("%s: pull request %s after the job ended %s", DefaultRerunReason, job.Trigger, js)
+		case want == StateQueued && js == StateDone && reevaluates(job.Trigger):
 			skipped, err := skippedLastRun(ctx, st, res.JobID)
 			if err != nil {
 				return res, err
