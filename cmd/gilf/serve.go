@@ -110,7 +110,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return fmt.Errorf("data dir: %w", err)
 	}
 	sweepLeftovers(log, filepath.Join(cfg.DataDir, WorkDirName), "job-")
-	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, store.Options{})
+	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, cfg.Jobs.StoreOptions())
 	if err != nil {
 		return err
 	}
