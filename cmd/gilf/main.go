@@ -51,6 +51,7 @@ func commands() []command {
 		{"serve", "run the webhook intake, review workers, /healthz and /metrics", runServe},
 		{"costs", "print estimated validation spend by executor and day from the store", runCosts},
 		{"migrate", "create the database or apply pending schema migrations, then exit", runMigrate},
+		{"jobs", "list jobs; retry a finished one or cancel a queued or running one", runJobs},
 	}
 }
 
