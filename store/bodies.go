@@ -52,8 +52,12 @@ var ErrBodyLogFull = errors.New("delivery body log full")
 // ErrBodyCorrupt means a stored body failed its length or CRC-32C check.
 var ErrBodyCorrupt = errors.New("delivery body corrupt")
 
-// segmentSuffix names segment files.
-const segmentSuffix = ".seg"
+// segmentSuffix names segment files; newSegmentSuffix follows it on a
+// segment's name until the segment is locked.
+const (
+	segmentSuffix    = ".seg"
+	newSegmentSuffix = ".new"
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -71,10 +75,11 @@ type bodyLog struct {
 	dir      string
 	name     string
 	f        *os.File
-	limit    int64 // 0: none
-	end      int64 // end of the last reservation (writer goroutine only)
-	used     int64 // bytes of every segment in dir: at open plus reserved since (writer only)
-	poisoned       // by a failed fsync
+	lock     *os.File // holds the segment's shared flock until close
+	limit    int64    // 0: none
+	end      int64    // end of the last reservation (writer goroutine only)
+	used     int64    // bytes of every segment in dir: at open plus reserved since (writer only)
+	poisoned          // by a failed fsync
 }
 
 // bodyDir is the directory of the database at dbPath's body log.
@@ -97,14 +102,27 @@ func openBodyLog(dbPath string, limit int64) (*bodyLog, error) {
 		return nil, fmt.Errorf("body log: segment name: %w", err)
 	}
 	name := fmt.Sprintf("%016x-%s%s", time.Now().UnixNano(), hex.EncodeToString(rnd[:]), segmentSuffix)
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	// Created under a name pruning ignores, locked (segment_lock_unix.go),
+	// then named: pruning never sees the segment unlocked.
+	tmp := filepath.Join(dir, name+newSegmentSuffix)
+	lock, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("body log: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
-		return nil, errors.Join(err, f.Close())
+	if err := lockShared(lock); err != nil {
+		return nil, errors.Join(err, lock.Close(), os.Remove(tmp))
 	}
-	return &bodyLog{dir: dir, name: name, f: f, used: used, limit: limit}, nil
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return nil, errors.Join(fmt.Errorf("body log: %w", err), lock.Close(), os.Remove(tmp))
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("body log: %w", err), lock.Close())
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, errors.Join(err, f.Close(), lock.Close())
+	}
+	return &bodyLog{dir: dir, name: name, f: f, lock: lock, used: used, limit: limit}, nil
 }
 
 func segmentBytes(dir string) (int64, error) {
@@ -183,7 +201,7 @@ func (l *bodyLog) sync() error {
 }
 
 func (l *bodyLog) close() error {
-	if err := l.f.Close(); err != nil {
+	if err := errors.Join(l.f.Close(), l.lock.Close()); err != nil {
 		return fmt.Errorf("body log: %w", err)
 	}
 	return nil

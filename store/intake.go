@@ -487,8 +487,8 @@ const (
 		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
 			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
 		WHERE d.id = ?`
-	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?
-		WHERE id = ?`
+	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?,
+		body_pruned_at = NULL WHERE id = ?`
 	// The job for this reviewed state, if any, and whether a newer head of
 	// the pull request was already received.
 	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
