@@ -52,6 +52,8 @@ func commands() []command {
 		{"costs", "print estimated validation spend by executor and day from the store", runCosts},
 		{"migrate", "create the database or apply pending schema migrations, then exit", runMigrate},
 		{"jobs", "list jobs; retry a finished one or cancel a queued or running one", runJobs},
+		{"prune", "drop delivery bodies and step output older than GILF_RETENTION_DAYS, once", runPrune},
+		{"backup", "write a consistent copy of the store to a directory, also while serve runs", runBackup},
 	}
 }
 

@@ -215,6 +215,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		sw := newSweeper(gc, db, log, time.Now)
 		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })
 	}
+	if keep := cfg.Jobs.Retention(); keep > 0 {
+		pr := newPruner(db, log, time.Now, keep)
+		g.Go(func() error { return pr.runEvery(gctx, PruneInterval) })
+	}
 	err = g.Wait()
 	log.Info("intake and workers stopped; closing the store", "err", err)
 	return err
