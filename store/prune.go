@@ -78,7 +78,7 @@ func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) er
 	}()
 	for _, e := range entries {
 		name := e.Name()
-		if !validSegment(name) || name == d.bodies.name {
+		if !validSegment(name) { // this handle's own is locked like any live one
 			continue
 		}
 		f, err := os.Open(filepath.Join(dir, name))
@@ -104,7 +104,6 @@ func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) er
 		}
 		locked[name], sizes[name] = f, info.Size()
 	}
-	res.LiveSegments++ // this handle's own
 	// The segments some unpruned delivery at or after the cutoff needs.
 	rows, err := d.r.QueryContext(ctx, `SELECT DISTINCT body_segment FROM deliveries
 		WHERE body_segment IS NOT NULL AND body_pruned_at IS NULL AND received_at >= ?`, cutoff)

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -191,5 +192,43 @@ func TestPruneRunOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A live handle rotates its segment out once it is full, so retention
+// drops its old bodies while it keeps running.
+func TestPruneRotatedSegmentsOfALiveHandle(t *testing.T) {
+	c := newClock()
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "gilf.db")
+	// Each segment holds one body: the next one rotates it out.
+	serve := openAt(t, path, store.Options{Now: c.Now, BodySegmentMaxBytes: 1})
+	cutoff := c.Now().Add(-24 * time.Hour)
+	for i, at := range []time.Time{cutoff.Add(-2 * time.Hour), cutoff.Add(-time.Hour), c.Now()} {
+		record(t, serve, delivery(fmt.Sprintf("d%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), at), nil)
+	}
+	if n := len(segments(t, path)); n != 3 {
+		t.Fatalf("%d segments; want 3, one per body", n)
+	}
+	for i := range 3 {
+		if d, err := serve.Delivery(ctx, fmt.Sprintf("d%d", i)); err != nil || string(d.Body) != fmt.Sprintf(`{"n":%d}`, i) {
+			t.Fatalf("d%d = %+v, %v", i, d, err)
+		}
+	}
+	// A rotated-out segment is closed once the batch after the one that
+	// rotated it is written: d3's answer means d1's segment is closed.
+	record(t, serve, delivery("d3", []byte(`{"n":3}`), c.Now()), nil)
+	res, err := serve.Prune(ctx, cutoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Segments != 2 || res.Bodies != 2 || res.LiveSegments < 1 {
+		t.Errorf("prune = %+v; want the two old rotated segments dropped, the current one kept", res)
+	}
+	for i, pruned := range []bool{true, true, false, false} {
+		d, err := serve.Delivery(ctx, fmt.Sprintf("d%d", i))
+		if err != nil || pruned != !d.BodyPrunedAt.IsZero() {
+			t.Errorf("d%d = %+v, %v; want pruned %v", i, d, err, pruned)
+		}
 	}
 }
