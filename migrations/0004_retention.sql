@@ -8,3 +8,7 @@
 -- stripped once.
 ALTER TABLE deliveries ADD COLUMN body_pruned_at INTEGER;
 ALTER TABLE runs ADD COLUMN output_pruned_at INTEGER;
+
+-- The runs pruning has yet to strip, by age: an hourly prune reads these
+-- only, never the history it already stripped.
+CREATE INDEX runs_unpruned ON runs (finished_at) WHERE output_pruned_at IS NULL;

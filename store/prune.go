@@ -177,9 +177,9 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 	n := 0
 	err := d.writeTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.record FROM runs r JOIN jobs j ON j.id = r.job_id
+		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned JOIN jobs j ON j.id = r.job_id
 			WHERE r.output_pruned_at IS NULL AND r.finished_at < ? AND j.state NOT IN ('queued', 'running')
-			ORDER BY r.id LIMIT ?`, cutoff, pruneRunBatch)
+			ORDER BY r.finished_at LIMIT ?`, cutoff, pruneRunBatch)
 		if err != nil {
 			return err
 		}
