@@ -254,7 +254,16 @@ func (l *bodyLog) sync(segs ...*segment) error {
 	return nil
 }
 
-func (l *bodyLog) close() error { return l.cur.close() }
+// close closes the current segment, and deletes it when it never got a
+// body (a store opened to read, as by `gilf jobs`): no row can name it.
+func (l *bodyLog) close() error {
+	if l.end == 0 {
+		if err := os.Remove(filepath.Join(l.dir, l.cur.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return errors.Join(fmt.Errorf("body log: %w", err), l.cur.close())
+		}
+	}
+	return l.cur.close()
+}
 
 // readBody reads a body the log holds and checks its length and CRC-32C.
 // The segment name comes from the database, so it is checked to name a
