@@ -24,7 +24,9 @@ import (
 //
 // Each store handle (each process) appends to its own segment file,
 // <database>.bodies/<start time>-<random>.seg, so handles sharing one
-// database never interleave writes. A body is stored as a snappy block
+// database never interleave writes; it starts a new one once a segment
+// is full or a day old (Options.BodySegmentMaxBytes, BodySegmentMaxAge),
+// so retention (prune.go) can delete old segments whole. A body is stored as a snappy block
 // (encodeBody); its row names the block's segment, offset, length and
 // CRC-32C. The writer reserves room for a batch's bodies; the appender
 // writes and fsyncs them while the writer runs and commits the batch's
@@ -52,8 +54,12 @@ var ErrBodyLogFull = errors.New("delivery body log full")
 // ErrBodyCorrupt means a stored body failed its length or CRC-32C check.
 var ErrBodyCorrupt = errors.New("delivery body corrupt")
 
-// segmentSuffix names segment files.
-const segmentSuffix = ".seg"
+// segmentSuffix names segment files; newSegmentSuffix follows it on a
+// segment's name until the segment is locked.
+const (
+	segmentSuffix    = ".seg"
+	newSegmentSuffix = ".new"
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -63,18 +69,38 @@ type bodyRef struct {
 	offset  int64
 	length  int64
 	crc     uint32
+	seg     *segment // the open segment, on a reservation (nil when read from a row)
 }
 
-// bodyLog is one handle's segment file. The writer goroutine reserves
-// room in it; the appender goroutine writes and fsyncs the bodies.
+// segment is one open segment file. Its fields do not change once made.
+type segment struct {
+	name   string
+	f      *os.File
+	lock   *os.File // holds the segment's shared flock until closed
+	opened time.Time
+}
+
+func (s *segment) close() error {
+	if err := errors.Join(s.f.Close(), s.lock.Close()); err != nil {
+		return fmt.Errorf("body log: %w", err)
+	}
+	return nil
+}
+
+// bodyLog is one handle's body log: the segment it appends to now, and
+// those it rotated out of that the appender has yet to close. The writer
+// goroutine reserves room and rotates; the appender goroutine writes and
+// fsyncs the bodies and closes retired segments.
 type bodyLog struct {
 	dir      string
-	name     string
-	f        *os.File
-	limit    int64 // 0: none
-	end      int64 // end of the last reservation (writer goroutine only)
-	used     int64 // bytes of every segment in dir: at open plus reserved since (writer only)
-	poisoned       // by a failed fsync
+	cur      *segment   // writer goroutine only (and Close)
+	retired  []*segment // rotated out, not yet handed to the appender (writer only)
+	limit    int64      // 0: none
+	end      int64      // end of the last reservation in cur (writer goroutine only)
+	used     int64      // bytes of every segment in dir: at open plus reserved since (writer only)
+	maxBytes int64      // a segment is rotated out before it passes this (0: never)
+	maxAge   time.Duration
+	poisoned // by a failed fsync
 }
 
 // bodyDir is the directory of the database at dbPath's body log.
@@ -82,8 +108,10 @@ func bodyDir(dbPath string) string { return dbPath + ".bodies" }
 
 // openBodyLog creates a new segment in the database's body directory (made
 // when missing) and fsyncs the directory, so the segment's name is durable
-// before any row names it. limit caps the bytes of all segments (0: none).
-func openBodyLog(dbPath string, limit int64) (*bodyLog, error) {
+// before any row names it. limit caps the bytes of all segments (0: none);
+// a segment is rotated out once it would pass maxBytes or is maxAge old,
+// so retention can drop the old ones while the handle lives.
+func openBodyLog(dbPath string, limit, maxBytes int64, maxAge time.Duration) (*bodyLog, error) {
 	dir := bodyDir(dbPath)
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("body log: %w", err)
@@ -92,19 +120,42 @@ func openBodyLog(dbPath string, limit int64) (*bodyLog, error) {
 	if err != nil {
 		return nil, err
 	}
+	seg, err := newSegment(dir)
+	if err != nil {
+		return nil, err
+	}
+	return &bodyLog{dir: dir, cur: seg, used: used, limit: limit, maxBytes: maxBytes, maxAge: maxAge}, nil
+}
+
+// newSegment creates, locks and names a new segment file.
+func newSegment(dir string) (*segment, error) {
 	var rnd [8]byte
 	if _, err := rand.Read(rnd[:]); err != nil {
 		return nil, fmt.Errorf("body log: segment name: %w", err)
 	}
-	name := fmt.Sprintf("%016x-%s%s", time.Now().UnixNano(), hex.EncodeToString(rnd[:]), segmentSuffix)
-	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
+	now := time.Now()
+	name := fmt.Sprintf("%016x-%s%s", now.UnixNano(), hex.EncodeToString(rnd[:]), segmentSuffix)
+	// Created under a name pruning ignores, locked (segment_lock_unix.go),
+	// then named: pruning never sees the segment unlocked.
+	tmp := filepath.Join(dir, name+newSegmentSuffix)
+	lock, err := os.OpenFile(tmp, os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("body log: %w", err)
 	}
-	if err := syncDir(dir); err != nil {
-		return nil, errors.Join(err, f.Close())
+	if err := lockShared(lock); err != nil {
+		return nil, errors.Join(err, lock.Close(), os.Remove(tmp))
 	}
-	return &bodyLog{dir: dir, name: name, f: f, used: used, limit: limit}, nil
+	if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+		return nil, errors.Join(fmt.Errorf("body log: %w", err), lock.Close(), os.Remove(tmp))
+	}
+	f, err := os.OpenFile(filepath.Join(dir, name), os.O_RDWR, 0)
+	if err != nil {
+		return nil, errors.Join(fmt.Errorf("body log: %w", err), lock.Close())
+	}
+	if err := syncDir(dir); err != nil {
+		return nil, errors.Join(err, f.Close(), lock.Close())
+	}
+	return &segment{name: name, f: f, lock: lock, opened: now}, nil
 }
 
 func segmentBytes(dir string) (int64, error) {
@@ -142,7 +193,9 @@ func syncDir(dir string) error {
 
 // reserve places a body of n bytes at the end of the segment and returns
 // where it goes (crc is the body's CRC-32C); write puts it there later.
-// Only the writer goroutine reserves, so it needs no lock.
+// Only the writer goroutine reserves, so it needs no lock. A segment that
+// is full or old enough is rotated out first: the writer hands it to the
+// appender (takeRetired) after the batch that still writes to it.
 func (l *bodyLog) reserve(n int64, crc uint32) (bodyRef, error) {
 	if err := l.failed(); err != nil {
 		return bodyRef{}, err
@@ -150,43 +203,66 @@ func (l *bodyLog) reserve(n int64, crc uint32) (bodyRef, error) {
 	if l.limit > 0 && l.used+n > l.limit {
 		return bodyRef{}, fmt.Errorf("%w: %d bytes stored, %d more would pass the cap of %d", ErrBodyLogFull, l.used, n, l.limit)
 	}
-	ref := bodyRef{segment: l.name, offset: l.end, length: n, crc: crc}
+	if l.end > 0 && (l.maxBytes > 0 && l.end+n > l.maxBytes || l.maxAge > 0 && time.Since(l.cur.opened) >= l.maxAge) {
+		seg, err := newSegment(l.dir)
+		if err != nil {
+			return bodyRef{}, err
+		}
+		l.retired = append(l.retired, l.cur)
+		l.cur, l.end = seg, 0
+	}
+	ref := bodyRef{segment: l.cur.name, offset: l.end, length: n, crc: crc, seg: l.cur}
 	l.end += n
 	l.used += n
 	return ref, nil
+}
+
+// takeRetired returns the segments rotated out since the last call
+// (writer goroutine only).
+func (l *bodyLog) takeRetired() []*segment {
+	r := l.retired
+	l.retired = nil
+	return r
 }
 
 // write writes a reserved (encoded) body. Only the appender goroutine writes, one
 // body after the other, so writes never contend for the file in the
 // kernel. The bytes are not durable until a later sync.
 func (l *bodyLog) write(body []byte, ref bodyRef) error {
-	if int64(len(body)) != ref.length || ref.segment != l.name {
+	if int64(len(body)) != ref.length || ref.seg == nil || ref.segment != ref.seg.name {
 		return fmt.Errorf("body log: %d bytes for a reservation of %d in %s", len(body), ref.length, ref.segment)
 	}
-	if _, err := l.f.WriteAt(body, ref.offset); err != nil {
+	if _, err := ref.seg.f.WriteAt(body, ref.offset); err != nil {
 		return fmt.Errorf("body log: write: %w", err)
 	}
 	return nil
 }
 
-// sync makes every append that returned before it was called durable. A
-// failed fsync poisons the log (the kernel may have dropped the pages it
-// could not write): later appends and syncs fail with ErrNotDurable.
-func (l *bodyLog) sync() error {
+// sync makes every append to the given segments that returned before it
+// was called durable. A failed fsync poisons the log (the kernel may have
+// dropped the pages it could not write): later appends and syncs fail
+// with ErrNotDurable.
+func (l *bodyLog) sync(segs ...*segment) error {
 	if err := l.failed(); err != nil {
 		return err
 	}
-	if err := datasync(l.f); err != nil {
-		return l.fail(fmt.Errorf("body log: %w", err))
+	for _, s := range segs {
+		if err := datasync(s.f); err != nil {
+			return l.fail(fmt.Errorf("body log: %w", err))
+		}
 	}
 	return nil
 }
 
+// close closes the current segment, and deletes it when it never got a
+// body (a store opened to read, as by `gilf jobs`): no row can name it.
 func (l *bodyLog) close() error {
-	if err := l.f.Close(); err != nil {
-		return fmt.Errorf("body log: %w", err)
+	if l.end == 0 {
+		if err := os.Remove(filepath.Join(l.dir, l.cur.name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return errors.Join(fmt.Errorf("body log: %w", err), l.cur.close())
+		}
 	}
-	return nil
+	return l.cur.close()
 }
 
 // readBody reads a body the log holds and checks its length and CRC-32C.

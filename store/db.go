@@ -62,6 +62,12 @@ const (
 	DefaultMaxBatch = 256
 	// DefaultReadConns is the size of the read pool.
 	DefaultReadConns = 4
+	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge bound one
+	// body log segment: a handle starts a new one past either, so
+	// retention can delete the old ones (a whole segment at a time) while
+	// `gilf serve` runs for months.
+	DefaultBodySegmentMaxBytes = 256 << 20
+	DefaultBodySegmentMaxAge   = 24 * time.Hour
 )
 
 // pipelineQueue is how many batches may wait for the appender before the
@@ -109,6 +115,10 @@ type Options struct {
 	// either, the write fails as if the disk were full, and intake answers
 	// 503, so a delivery flood cannot fill the volume.
 	MaxBytes int64
+	// BodySegmentMaxBytes and BodySegmentMaxAge default to
+	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge.
+	BodySegmentMaxBytes int64
+	BodySegmentMaxAge   time.Duration
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
 	// Jitter returns a uniform value in [0, 1) for retry backoff; default
@@ -143,6 +153,12 @@ func (o Options) withDefaults() Options {
 	}
 	if o.BusyCheckpointInterval <= 0 {
 		o.BusyCheckpointInterval = DefaultBusyCheckpointInterval
+	}
+	if o.BodySegmentMaxBytes <= 0 {
+		o.BodySegmentMaxBytes = DefaultBodySegmentMaxBytes
+	}
+	if o.BodySegmentMaxAge <= 0 {
+		o.BodySegmentMaxAge = DefaultBodySegmentMaxAge
 	}
 	if o.Now == nil {
 		o.Now = time.Now
@@ -220,7 +236,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), ck.Close(), w.Close())
 	}
-	bodies, err := openBodyLog(path, opts.MaxBytes)
+	bodies, err := openBodyLog(path, opts.MaxBytes, opts.BodySegmentMaxBytes, opts.BodySegmentMaxAge)
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), wal.close(), r.Close(), ck.Close(), w.Close())
 	}

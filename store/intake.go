@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -159,6 +160,10 @@ func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	}
 	written := make(chan []error, 1)
 	d.appends <- appendJob{batch: live, done: written}
+	if old := d.bodies.takeRetired(); len(old) > 0 {
+		// After the batch that may still write to them.
+		d.appends <- appendJob{retire: old}
+	}
 	// Until the bodies are durable, no checkpoint may copy this batch's
 	// rows into the database (see bodies.go).
 	d.inFlight.Lock()
@@ -199,10 +204,13 @@ func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 }
 
 // appendJob is a batch of reserved bodies for the appender; done gets one
-// error (or nil) per body.
+// error (or nil) per body. A job with retire set instead names segments
+// the writer rotated out: the appender closes them once every earlier
+// job's bodies are written and synced.
 type appendJob struct {
-	batch []*intakeReq
-	done  chan []error
+	batch  []*intakeReq
+	done   chan []error
+	retire []*segment
 }
 
 // appender writes reserved bodies and makes them durable: it takes every
@@ -229,17 +237,19 @@ func (d *DB) appender() {
 			}
 		}
 		errs := make([][]error, len(group))
-		wrote := false
+		var wrote []*segment // the segments written to, once each
 		for g, job := range group {
 			errs[g] = make([]error, len(job.batch))
 			for i, r := range job.batch {
 				errs[g][i] = d.bodies.write(r.stored.b, r.body)
 				r.stored.release()
-				wrote = wrote || errs[g][i] == nil
+				if errs[g][i] == nil && !slices.Contains(wrote, r.body.seg) {
+					wrote = append(wrote, r.body.seg)
+				}
 			}
 		}
-		if wrote && d.opts.Synchronous == SynchronousFull {
-			if err := d.bodies.sync(); err != nil {
+		if len(wrote) > 0 && d.opts.Synchronous == SynchronousFull {
+			if err := d.bodies.sync(wrote...); err != nil {
 				d.log.Error("body log fsync failed: intake refused until restart", "err", err)
 				for g := range errs {
 					for i := range errs[g] {
@@ -248,8 +258,20 @@ func (d *DB) appender() {
 				}
 			}
 		}
+		// Every body of a retired segment is in an earlier job: written
+		// and synced by now. Closed before answering, so a caller that got
+		// its answer finds the segments retired before its batch unlocked.
+		for _, job := range group {
+			for _, seg := range job.retire {
+				if err := seg.close(); err != nil {
+					d.log.Warn("closing a rotated body log segment failed", "segment", seg.name, "err", err)
+				}
+			}
+		}
 		for g, job := range group {
-			job.done <- errs[g]
+			if job.done != nil {
+				job.done <- errs[g]
+			}
 		}
 	}
 }
@@ -396,14 +418,20 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 	default:
 		// Another trigger for the same state. A superseded or cancelled
 		// job asked for again (a force-push back to its head, a
-		// reinstalled App) runs again; a job whose last run was skipped
-		// runs again as a re-run when the trigger can change that
-		// decision (a label, ready for review); any other keeps its state.
+		// reinstalled App) runs again; a dead or failed job asked for
+		// again (reopened, a push back to its head) runs again as a
+		// re-run, with fresh attempts and a new publication id; a job
+		// whose last run was skipped runs again as a re-run when the
+		// trigger can change that decision (a label, ready for review);
+		// any other keeps its state.
 		res.JobID, res.JobState = id.Int64, cur.String
 		js := State(cur.String)
 		requeue := want == StateQueued && (js == StateSuperseded || js == StateCancelled)
 		rerun, rerunReason := false, ""
-		if want == StateQueued && js == StateDone && reevaluates(job.Trigger) {
+		switch {
+		case want == StateQueued && (js == StateDead || js == StateFailed):
+			rerun, rerunReason = true, fmt.Sprintf("%s: pull request %s after the job ended %s", DefaultRerunReason, job.Trigger, js)
+		case want == StateQueued && js == StateDone && reevaluates(job.Trigger):
 			skipped, err := skippedLastRun(ctx, st, res.JobID)
 			if err != nil {
 				return res, err
@@ -481,8 +509,8 @@ const (
 		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
 			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
 		WHERE d.id = ?`
-	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?
-		WHERE id = ?`
+	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?,
+		body_pruned_at = NULL WHERE id = ?`
 	// The job for this reviewed state, if any, and whether a newer head of
 	// the pull request was already received.
 	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated

@@ -180,8 +180,8 @@ func TestBusyCheckpointKeepsWALSmall(t *testing.T) {
 func TestBodyLogFailures(t *testing.T) {
 	db := openInternal(t, Options{})
 	queuedJob(t, db, "ok")
-	name := db.bodies.f.Name()
-	if err := db.bodies.f.Close(); err != nil { // writes fail, as on a disk error
+	name := db.bodies.cur.f.Name()
+	if err := db.bodies.cur.f.Close(); err != nil { // writes fail, as on a disk error
 		t.Fatal(err)
 	}
 	if _, err := db.RecordDelivery(context.Background(), lone("unwritten"), nil); err == nil {
@@ -191,17 +191,17 @@ func TestBodyLogFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.bodies.f = f
+	db.bodies.cur.f = f
 	if _, err := db.RecordDelivery(context.Background(), lone("written"), nil); err != nil {
 		t.Fatalf("after a failed write, the next delivery: %v", err)
 	}
 	if err := f.Close(); err != nil { // now the fsync fails
 		t.Fatal(err)
 	}
-	if err := db.bodies.sync(); !errors.Is(err, ErrNotDurable) {
+	if err := db.bodies.sync(db.bodies.cur); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("fsync of a broken segment: %v, want ErrNotDurable", err)
 	}
-	if db.bodies.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
+	if db.bodies.cur.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
 		t.Fatal(err)
 	}
 	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {

@@ -43,6 +43,7 @@ type Config struct {
 	Validation ValidationConfig
 	Evidence   EvidenceConfig
 	Costs      CostsConfig
+	Jobs       JobsConfig // GILF_JOB_* retries, GILF_RETENTION_DAYS; config_jobs.go
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -108,6 +109,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Validation.Sandbox, errs = loadSandbox(getenv, c.DataDir, errs)
 	c.Evidence, errs = loadEvidence(getenv, errs)
 	c.Costs, errs = loadCosts(getenv, errs)
+	c.Jobs, errs = loadJobs(getenv, errs)
 	return c, errors.Join(errs...)
 }
 

@@ -47,6 +47,8 @@ func knownEnv() []string {
 		"GILF_DASHBOARD_TOKEN", "GILF_DASHBOARD_URL",
 		// config_health.go
 		"GILF_MIN_FREE_BYTES",
+		// config_jobs.go
+		"GILF_JOB_MAX_ATTEMPTS", "GILF_JOB_RETRY_BASE_MS", "GILF_JOB_RETRY_MAX_MS", "GILF_RETENTION_DAYS",
 	}
 }
 

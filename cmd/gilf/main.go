@@ -53,6 +53,9 @@ func commands() []command {
 		{"migrate", "create the database or apply pending schema migrations, then exit", runMigrate},
 		{"doctor", "check the configuration end to end (GitHub App, executors, store, disk, evidence)", runDoctor},
 		{"version", "print the module version, VCS revision and Go version", runVersion},
+		{"jobs", "list jobs; retry a finished one or cancel a queued or running one", runJobs},
+		{"prune", "drop delivery bodies and step output older than GILF_RETENTION_DAYS, once", runPrune},
+		{"backup", "write a consistent copy of the store to a directory, also while serve runs", runBackup},
 	}
 }
 

@@ -116,7 +116,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return fmt.Errorf("data dir: %w", err)
 	}
 	sweepLeftovers(log, filepath.Join(cfg.DataDir, WorkDirName), "job-")
-	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, store.Options{})
+	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, cfg.Jobs.StoreOptions())
 	if err != nil {
 		return err
 	}
@@ -235,6 +235,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if sc.RedeliverySweep > 0 {
 		sw := newSweeper(gc, db, log, time.Now)
 		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })
+	}
+	if keep := cfg.Jobs.Retention(); keep > 0 {
+		pr := newPruner(db, log, time.Now, keep)
+		g.Go(func() error { return pr.runEvery(gctx, PruneInterval) })
 	}
 	err = g.Wait()
 	log.Info("intake and workers stopped; closing the store", "err", err)

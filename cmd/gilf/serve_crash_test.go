@@ -116,12 +116,7 @@ func TestServeCrash(t *testing.T) {
 	if body, _ := srv.Reviews()[0]["body"].(string); !strings.Contains(body, "slow test finished") && !strings.Contains(body, "passed") {
 		t.Errorf("the review does not show the run that finished:\n%s", body)
 	}
-	_, metrics := httpGet(t, second.url, "/metrics")
-	for _, line := range []string{`gilf_jobs_claimed_total 1`, `gilf_runs_total{outcome="passed"} 1`} {
-		if !strings.Contains(metrics, line+"\n") {
-			t.Errorf("second server's /metrics lacks %q", line)
-		}
-	}
+	waitMetrics(t, second.url, `gilf_jobs_claimed_total 1`, `gilf_runs_total{outcome="passed"} 1`)
 	if err := second.stop(t, syscall.SIGTERM); err != nil {
 		t.Errorf("second gilf serve exited with %v after SIGTERM:\n%s", err, second.stderr.String())
 	}

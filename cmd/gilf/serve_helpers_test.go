@@ -363,6 +363,32 @@ func openStore(t *testing.T, dataDir string) *store.DB {
 }
 
 // waitJob polls the job row until cond holds, bounded by serveJobBound.
+// waitMetrics polls /metrics until it holds every line: a job's row is
+// committed before the counters of its ending move, so a scrape right
+// after the row says done may not count it yet.
+func waitMetrics(t *testing.T, url string, lines ...string) string {
+	t.Helper()
+	deadline := time.Now().Add(serveJobBound)
+	for {
+		_, metrics := httpGet(t, url, "/metrics")
+		missing := ""
+		for _, l := range lines {
+			if !strings.Contains(metrics, l+"\n") {
+				missing = l
+				break
+			}
+		}
+		if missing == "" {
+			return metrics
+		}
+		if time.Now().After(deadline) {
+			t.Errorf("/metrics lacks %q after %v", missing, serveJobBound)
+			return metrics
+		}
+		time.Sleep(servePoll)
+	}
+}
+
 func waitJob(t *testing.T, db *store.DB, p *serveProc, id int64, what string, cond func(store.JobStatus) bool) store.JobStatus {
 	t.Helper()
 	deadline := time.Now().Add(serveJobBound)

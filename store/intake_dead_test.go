@@ -1,0 +1,90 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// A new delivery for the head of a job that ended dead or failed queues
+// the job again as a re-run: attempts start over and the run publishes
+// under a new id.
+func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		transient bool
+		ended     store.State
+		trigger   string
+	}{
+		{"dead, reopened", true, store.StateDead, "reopened"},
+		{"dead, synchronize", true, store.StateDead, "synchronize"},
+		{"failed, reopened", false, store.StateFailed, "reopened"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newClock()
+			db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+			ctx := context.Background()
+			id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
+			j, ok := claim(t, db, "w", time.Minute)
+			if !ok || j.ID != id {
+				t.Fatalf("claim = %+v, %v; want job %d", j, ok, id)
+			}
+			if r, err := db.Retry(ctx, j.Lease, store.Failure{Err: errors.New("github: 502"), Transient: tt.transient}); err != nil || r.State != tt.ended {
+				t.Fatalf("retry = %+v, %v; want %s", r, err, tt.ended)
+			}
+
+			c.Advance(time.Minute)
+			again := spec(sha(1), c.Now())
+			again.Trigger = tt.trigger
+			d := delivery("d2", []byte(`{}`), c.Now())
+			d.Action = tt.trigger
+			res := record(t, db, d, again)
+			if diff := cmp.Diff(validation.RecordResult{JobID: id, JobState: "queued", Rerun: 1}, res); diff != "" {
+				t.Errorf("record (-want +got):\n%s", diff)
+			}
+			want := rerunState{State: store.StateQueued, Attempts: 0, Reruns: 1,
+				Reason: store.DefaultRerunReason + ": pull request " + tt.trigger + " after the job ended " + string(tt.ended)}
+			if diff := cmp.Diff(want, rerunStateOf(t, db, id)); diff != "" {
+				t.Errorf("job (-want +got):\n%s", diff)
+			}
+			j, ok = claim(t, db, "w", time.Minute)
+			if !ok || j.ID != id || j.Rerun != 1 || j.Attempts != 1 {
+				t.Fatalf("claim after re-queue = %+v, %v; want job %d, rerun 1, attempt 1", j, ok, id)
+			}
+			if got, want := validation.PublicationID(j.ID, j.Rerun), validation.PublicationID(id, 0); got == want {
+				t.Errorf("publication id %q unchanged by the re-run", got)
+			}
+		})
+	}
+}
+
+// A delivery older than a newer head does not revive a dead job: it is
+// superseded, not re-run.
+func TestStaleDeliveryLeavesDeadJobDead(t *testing.T) {
+	c := newClock()
+	db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	ctx := context.Background()
+	t0 := c.Now()
+	id := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID
+	j, _ := claim(t, db, "w", time.Minute)
+	if _, err := db.Retry(ctx, j.Lease, store.Failure{Err: errors.New("github: 502"), Transient: true}); err != nil {
+		t.Fatal(err)
+	}
+	c.Advance(time.Minute)
+	record(t, db, delivery("d2", []byte(`{}`), c.Now()), spec(sha(2), c.Now()))
+	// A late delivery for the first head, stamped before the second.
+	res := record(t, db, delivery("d3", []byte(`{}`), c.Now()), spec(sha(1), t0))
+	if res.JobID != id || res.JobState != string(store.StateDead) || res.Rerun != 0 {
+		t.Errorf("record = %+v; want job %d left dead", res, id)
+	}
+	if st := state(t, db, id); st.State != store.StateDead || st.Reruns != 0 {
+		t.Errorf("job = %+v; want dead, no re-run", st)
+	}
+}

@@ -1,0 +1,283 @@
+package store
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// pruneRunBatch is how many runs one pruning transaction strips, so the
+// writer is never held long while deliveries wait.
+const pruneRunBatch = 100
+
+// PruneResult is what one Prune dropped.
+type PruneResult struct {
+	Before       time.Time // what was older than this was pruned
+	Segments     int       // body log segment files deleted
+	SegmentBytes int64     // their size
+	Bodies       int       // deliveries whose body is now pruned
+	LiveSegments int       // segments a live store handle appends to: kept
+	Runs         int       // finished runs whose step output was stripped
+}
+
+// Prune drops the bulk the store keeps of what is older than before,
+// and keeps every row: jobs, deliveries (for dedupe and history), runs,
+// steps, findings, artifacts and costs stay.
+//
+// Delivery bodies go a whole body log segment at a time: a segment is
+// deleted when every delivery it holds was received before before (one
+// received exactly at before keeps its segment), no live store handle
+// appends to it (segment_lock_unix.go) — so the segment `gilf serve`
+// writes now is kept until it restarts — and its deliveries are marked
+// pruned first, in one transaction, so a later read answers "pruned"
+// (StoredDelivery.BodyPrunedAt) instead of failing as a lost body. Bodies
+// kept in their row (from before the body log) older than before are
+// emptied the same way.
+//
+// Finished jobs' runs that finished before before lose the step output
+// heads and tails in their record and shadow telemetry (the bulk of a
+// run); every other field stays, findings and costs included.
+//
+// It is safe while other handles — another process's `gilf serve` — use
+// the store.
+func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
+	res := PruneResult{Before: before.UTC()}
+	if before.IsZero() {
+		return res, errors.New("prune: no cutoff")
+	}
+	if err := d.pruneBodies(ctx, before.UnixMilli(), &res); err != nil {
+		return res, fmt.Errorf("prune delivery bodies: %w", err)
+	}
+	if err := d.pruneRuns(ctx, before.UnixMilli(), &res); err != nil {
+		return res, fmt.Errorf("prune run output: %w", err)
+	}
+	return res, nil
+}
+
+func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
+	dir := d.bodies.dir
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	// Lock first, then read which rows name the segments: a handle that
+	// closed meanwhile has committed all it will.
+	locked := map[string]*os.File{}
+	sizes := map[string]int64{}
+	defer func() {
+		for _, f := range locked {
+			f.Close() // read-only, and only to release the lock
+		}
+	}()
+	for _, e := range entries {
+		name := e.Name()
+		if !validSegment(name) { // this handle's own is locked like any live one
+			continue
+		}
+		f, err := os.Open(filepath.Join(dir, name))
+		if errors.Is(err, os.ErrNotExist) { // another prune took it
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		ok, err := tryLockExclusive(f)
+		if err != nil || !ok {
+			f.Close()
+			if err != nil {
+				return err
+			}
+			res.LiveSegments++
+			continue
+		}
+		info, err := f.Stat()
+		if err != nil {
+			f.Close()
+			return err
+		}
+		locked[name], sizes[name] = f, info.Size()
+	}
+	// The segments some unpruned delivery at or after the cutoff needs.
+	rows, err := d.r.QueryContext(ctx, `SELECT DISTINCT body_segment FROM deliveries
+		WHERE body_segment IS NOT NULL AND body_pruned_at IS NULL AND received_at >= ?`, cutoff)
+	if err != nil {
+		return err
+	}
+	for rows.Next() {
+		var seg string
+		if err := rows.Scan(&seg); err != nil {
+			rows.Close()
+			return err
+		}
+		if f, ok := locked[seg]; ok {
+			f.Close()
+			delete(locked, seg)
+		}
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	drop := make([]string, 0, len(locked))
+	for name := range locked {
+		drop = append(drop, name)
+	}
+	list, err := json.Marshal(drop)
+	if err != nil {
+		return err
+	}
+	now := d.nowMs()
+	err = d.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = x''
+			WHERE body_pruned_at IS NULL AND received_at < ?2
+			AND (body_segment IN (SELECT value FROM json_each(?3)) OR (body_segment IS NULL AND length(body) > 0))`,
+			now, cutoff, string(list))
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		res.Bodies = int(n)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	// The rows say "pruned" (durably: writeTx syncs) before any file goes.
+	for _, name := range drop {
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		res.Segments++
+		res.SegmentBytes += sizes[name]
+	}
+	if len(drop) > 0 {
+		return syncDir(dir)
+	}
+	return nil
+}
+
+func (d *DB) pruneRuns(ctx context.Context, cutoff int64, res *PruneResult) error {
+	for {
+		n, err := d.pruneRunBatch(ctx, cutoff)
+		res.Runs += n
+		if err != nil || n < pruneRunBatch {
+			return err
+		}
+	}
+}
+
+// pruneRunBatch strips one batch of runs, in one transaction.
+func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
+	n := 0
+	err := d.writeTx(ctx, func(tx *sql.Tx) error {
+		n = 0
+		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned JOIN jobs j ON j.id = r.job_id
+			WHERE r.output_pruned_at IS NULL AND r.finished_at < ? AND j.state NOT IN ('queued', 'running')
+			ORDER BY r.finished_at LIMIT ?`, cutoff, pruneRunBatch)
+		if err != nil {
+			return err
+		}
+		type run struct {
+			id     int64
+			record string
+		}
+		var batch []run
+		for rows.Next() {
+			var r run
+			if err := rows.Scan(&r.id, &r.record); err != nil {
+				rows.Close()
+				return err
+			}
+			batch = append(batch, r)
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return err
+		}
+		now := d.nowMs()
+		for _, r := range batch {
+			rec, err := stripOutput(r.record, "")
+			if err != nil {
+				return fmt.Errorf("run %d: %w", r.id, err)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET record = ?, output_pruned_at = ? WHERE id = ?`, rec, now, r.id); err != nil {
+				return err
+			}
+			if err := stripShadow(ctx, tx, r.id); err != nil {
+				return fmt.Errorf("run %d: %w", r.id, err)
+			}
+			n++
+		}
+		return nil
+	})
+	return n, err
+}
+
+func stripShadow(ctx context.Context, tx *sql.Tx, run int64) error {
+	rows, err := tx.QueryContext(ctx, `SELECT id, detail FROM shadow_telemetry WHERE run_id = ?`, run)
+	if err != nil {
+		return err
+	}
+	details := map[int64]string{}
+	for rows.Next() {
+		var id int64
+		var detail string
+		if err := rows.Scan(&id, &detail); err != nil {
+			rows.Close()
+			return err
+		}
+		details[id] = detail
+	}
+	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return err
+	}
+	for id, detail := range details {
+		out, err := stripOutput(detail, "record")
+		if err != nil {
+			return fmt.Errorf("shadow telemetry %d: %w", id, err)
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE shadow_telemetry SET detail = ? WHERE id = ?`, out, id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// stripOutput empties the output head and drops the tail of every step
+// of the validation.Record JSON in doc (under the key under, when set),
+// keeping every other field as it was.
+func stripOutput(doc, under string) (string, error) {
+	dec := json.NewDecoder(strings.NewReader(doc))
+	dec.UseNumber()
+	var top map[string]any
+	if err := dec.Decode(&top); err != nil {
+		return "", fmt.Errorf("decode record: %w", err)
+	}
+	rec := top
+	if under != "" {
+		rec, _ = top[under].(map[string]any)
+	}
+	if rec != nil {
+		steps, _ := rec["steps"].([]any)
+		for _, s := range steps {
+			step, _ := s.(map[string]any)
+			out, _ := step["output"].(map[string]any)
+			if out != nil {
+				out["head"] = ""
+				delete(out, "tail")
+			}
+		}
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(top); err != nil {
+		return "", fmt.Errorf("encode record: %w", err)
+	}
+	return strings.TrimSuffix(b.String(), "\n"), nil
+}
