@@ -6,6 +6,8 @@ import (
 	"strings"
 
 	"gopkg.in/yaml.v3"
+
+	"github.com/gilf-review/gilf/validation"
 )
 
 // ConfigError is one problem of a repository's .github/gilf.yml, as the
@@ -186,42 +188,14 @@ func valueWords(n *yaml.Node) string {
 	return fmt.Sprintf("%q", v)
 }
 
-// closest suggests the known key nearest a misspelled one.
+// closest suggests the known key nearest a misspelled one, when one is
+// within two edits.
 func closest(key string, known []string) string {
-	best, dist := "", 3
-	for _, k := range known {
-		if d := editDistance(strings.ToLower(key), strings.ToLower(k)); d < dist {
-			best, dist = k, d
-		}
-	}
-	if best == "" {
+	best, d := validation.Closest(key, known)
+	if best == "" || d > 2 {
 		return ""
 	}
 	return fmt.Sprintf(" (did you mean %s?)", best)
-}
-
-// editDistance is the Levenshtein distance, bounded to short keys.
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return 64
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // lineOf finds the line of a dotted key in the document, 0 when absent.

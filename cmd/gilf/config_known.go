@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/gilf-review/gilf/executors/selfhost"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // knownEnv is every GILF_* variable gilf reads: the one list, kept equal
@@ -74,33 +75,6 @@ func unknownEnv(environ []string) []error {
 // closestKnown is the known name at the smallest edit distance from name
 // (the first in knownEnv on a tie).
 func closestKnown(name string) string {
-	best, bestD := "", -1
-	for _, k := range knownEnv() {
-		if d := editDistance(name, k); bestD < 0 || d < bestD {
-			best, bestD = k, d
-		}
-	}
+	best, _ := validation.Closest(name, knownEnv())
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes (the
-// names are ASCII).
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

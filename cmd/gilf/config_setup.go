@@ -58,7 +58,28 @@ func checkServeSetup(cfg Config, sc ServeConfig, getenv func(string) string, env
 	if err := checkWebhookSecret(sc.GitHub.WebhookSecret); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkShadowExecutor(cfg.Validation, sc); err != nil {
+		errs = append(errs, err)
+	}
 	return append(errs, unknownEnv(environ)...)
+}
+
+// checkShadowExecutor reports a shadow lane whose executor is unknown or
+// not configured: every shadow run would be refused, and its telemetry
+// would say nothing.
+func checkShadowExecutor(v ValidationConfig, sc ServeConfig) error {
+	if sc.Shadow.Executor == "" {
+		return nil
+	}
+	name, ok := executors.Canonical(sc.Shadow.Executor)
+	names := configuredExecutors(v, sc)
+	switch {
+	case !ok:
+		return fmt.Errorf("GILF_VALIDATION_SHADOW_EXECUTOR=%q names no executor; configured here: %s", sc.Shadow.Executor, strings.Join(names, ", "))
+	case !slices.Contains(names, name):
+		return fmt.Errorf("GILF_VALIDATION_SHADOW_EXECUTOR=%q: %s is not configured, so every shadow run would be refused; configured here: %s", sc.Shadow.Executor, name, strings.Join(names, ", "))
+	}
+	return nil
 }
 
 // checkWebhookSecret reports a secret that is set but shorter than

@@ -118,17 +118,6 @@ func TestUnknownEnv(t *testing.T) {
 	}
 }
 
-func TestEditDistance(t *testing.T) {
-	for _, tt := range []struct {
-		a, b string
-		d    int
-	}{{"", "", 0}, {"a", "", 1}, {"", "abc", 3}, {"kitten", "sitting", 3}, {"GILF_ADDR", "GILF_ADDR", 0}, {"SECERT", "SECRET", 2}} {
-		if d := editDistance(tt.a, tt.b); d != tt.d {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, d, tt.d)
-		}
-	}
-}
-
 // TestConfiguredExecutorsMatchBuild checks the configured-executor names
 // the start checks use are those buildExecutors builds.
 func TestConfiguredExecutorsMatchBuild(t *testing.T) {
@@ -296,6 +285,8 @@ func TestServeRefusesSetup(t *testing.T) {
 			[]string{"GILF_WEBHOOK_SECRET is 15 bytes: want at least 16"}},
 		{"unknown GILF variable", base("GILF_WORKER=4"),
 			[]string{"GILF_WORKER is set but gilf reads no such variable; did you mean GILF_WORKERS?"}},
+		{"shadow executor not configured", base("GILF_VALIDATION_SHADOW_EXECUTOR=e2b"),
+			[]string{`GILF_VALIDATION_SHADOW_EXECUTOR="e2b": managed-e2b is not configured, so every shadow run would be refused`}},
 	}
 	var allWant []string
 	for _, tt := range tests[1:] {
@@ -306,7 +297,7 @@ func TestServeRefusesSetup(t *testing.T) {
 		env  []string
 		want []string
 	}{"every problem at once", append(without(base(), "GILF_VALIDATION_EXECUTOR", "GILF_WEBHOOK_SECRET"),
-		"GILF_SELF_HOST_COMMAND="+plain+" --pool ci", "GILF_WEBHOOK_SECRET=fifteen-bytes!!", "GILF_WORKER=4"), allWant})
+		"GILF_SELF_HOST_COMMAND="+plain+" --pool ci", "GILF_WEBHOOK_SECRET=fifteen-bytes!!", "GILF_WORKER=4", "GILF_VALIDATION_SHADOW_EXECUTOR=e2b"), allWant})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stderr := runServeOnce(t, tt.env)
