@@ -259,3 +259,38 @@ func TestModelSeverity(t *testing.T) {
 		}
 	}
 }
+
+// FuzzRightLines: a patch is the pull request author's bytes. The parse
+// never panics and never claims a line it was not shown.
+func FuzzRightLines(f *testing.F) {
+	f.Add(modifiedPatch)
+	f.Add(addedPatch)
+	f.Add("@@ -1,999999999 +1,999999999 @@\n+a")
+	f.Add("@@ -0,0 +-5,3 @@\n+a")
+	f.Fuzz(func(t *testing.T, patch string) {
+		lines := RightLines(patch)
+		if n := strings.Count(patch, "\n") + 1; len(lines) > n {
+			t.Fatalf("%d right-side lines from %d patch lines", len(lines), n)
+		}
+		for n := range lines {
+			if n < 0 {
+				t.Fatalf("negative line %d", n)
+			}
+		}
+	})
+}
+
+// FuzzSanitizeModelFinding: whatever the model wrote, the result is capped
+// and mentions do not survive.
+func FuzzSanitizeModelFinding(f *testing.F) {
+	f.Add("@someone [x](https://evil.example) ```", "t @a", "p\x1b")
+	f.Fuzz(func(t *testing.T, body, title, path string) {
+		got := SanitizeModelFinding(SemanticFinding{Severity: "x", Path: path, Title: title, Body: body})
+		if len(got.Body) > MaxModelFindingBytes*4+200 || len(got.Title) > maxModelTitleBytes*8 || len(got.Path) > maxModelPathBytes {
+			t.Fatalf("caps: body %d title %d path %d", len(got.Body), len(got.Title), len(got.Path))
+		}
+		if strings.ContainsAny(got.Path, "\x00\x1b\n") {
+			t.Fatalf("path keeps a control character: %q", got.Path)
+		}
+	})
+}

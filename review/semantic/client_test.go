@@ -524,3 +524,30 @@ func TestInputBudget(t *testing.T) {
 		t.Errorf("notes = %q", out.Notes)
 	}
 }
+
+// FuzzParseFindings: the model's content is untrusted. The parse never
+// panics, and what it keeps respects the caps.
+func FuzzParseFindings(f *testing.F) {
+	f.Add(findingsJSON)
+	f.Add("```json\n" + findingsJSON + "\n```")
+	f.Add("```")
+	f.Add("```json")
+	f.Add(`{"findings":[{"severity":"high","line":-1,"body":"` + strings.Repeat("é", 100) + `"}]}`)
+	f.Fuzz(func(t *testing.T, content string) {
+		got, _, err := parseFindings(content)
+		if err != nil {
+			return
+		}
+		if len(got) > MaxFindings {
+			t.Fatalf("%d findings", len(got))
+		}
+		for _, g := range got {
+			if len(g.Body) > MaxFindingBodyBytes || g.Line < 0 {
+				t.Fatalf("finding over the caps: %d bytes, line %d", len(g.Body), g.Line)
+			}
+			if _, ok := review.ModelSeverity(string(g.Severity)); !ok {
+				t.Fatalf("severity %q", g.Severity)
+			}
+		}
+	})
+}
