@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -70,11 +71,34 @@ type Options struct {
 	HTTPClient *http.Client
 }
 
+// String shows the options with the API key withheld, so a %v or %+v of
+// them (or of a struct holding them) never prints it.
+func (o Options) String() string {
+	key := "none"
+	if o.APIKey != "" {
+		key = "[redacted]"
+	}
+	return fmt.Sprintf("{BaseURL:%s Model:%s APIKey:%s Timeout:%v MaxInputBytes:%d MaxRetries:%d}", o.BaseURL, o.Model, key, o.Timeout, o.MaxInputBytes, o.MaxRetries)
+}
+
+// GoString is String for %#v.
+func (o Options) GoString() string { return "semantic.Options" + o.String() }
+
+// LogValue keeps the key out of slog.
+func (o Options) LogValue() slog.Value { return slog.StringValue(o.String()) }
+
 // Client is a review.Reviewer over a chat completions endpoint.
 type Client struct {
 	endpoint string
 	o        Options
 }
+
+// String names the client without its key (fmt does not call methods of
+// unexported fields, so without it %v would print the key).
+func (c Client) String() string { return "semantic.Client" + c.o.String() }
+
+// GoString is String for %#v.
+func (c Client) GoString() string { return c.String() }
 
 var _ review.Reviewer = (*Client)(nil)
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"strings"
 	"testing"
@@ -550,4 +551,19 @@ func FuzzParseFindings(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestKeyNeverPrinted(t *testing.T) {
+	o := Options{BaseURL: "http://127.0.0.1:1/v1", Model: "m", APIKey: testKey}
+	c, err := New(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged strings.Builder
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("configured", "options", o)
+	for _, s := range []string{fmt.Sprint(o), fmt.Sprintf("%+v", o), fmt.Sprintf("%#v", o), fmt.Sprint(c), fmt.Sprintf("%+v", c), fmt.Sprintf("%#v", c), fmt.Sprintf("%+v", *c), logged.String()} {
+		if strings.Contains(s, testKey) {
+			t.Errorf("key printed: %s", s)
+		}
+	}
 }
