@@ -43,6 +43,8 @@ var generatedPatterns = []string{
 type ChangedFile struct {
 	Name     string
 	Previous string
+	Status   string // added, modified, renamed, … ("" when unknown)
+	Patch    string // the file's unified diff, when GitHub gives one
 }
 
 // ClassifyDiff classifies the changed files. gitattributes is the base

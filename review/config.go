@@ -67,6 +67,9 @@ type ReviewConfig struct {
 	RequestChanges bool `yaml:"requestChanges"`
 	// Drafts validates draft pull requests too.
 	Drafts bool `yaml:"drafts"`
+	// Memory names a file of the base branch whose text the semantic
+	// review is given as the repository's review memory.
+	Memory string `yaml:"memory"`
 }
 
 // FetchedConfig is a repository config as loaded. A broken file is data,

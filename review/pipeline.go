@@ -57,6 +57,9 @@ type PR struct {
 	Draft           bool
 	Author          string
 	Labels          []string
+	// Title and Body are the author's (untrusted): the semantic review
+	// reads them.
+	Title, Body string
 }
 
 // PullRequests reads pull requests and base-branch files.
@@ -89,6 +92,9 @@ type Publication struct {
 	// AnnotationsOmitted counts those over MaxAnnotations, said in the
 	// summary.
 	AnnotationsOmitted int
+	// Comments are the semantic review's comments on lines of the diff,
+	// posted with a review of their own.
+	Comments []InlineComment
 	// DetailsURL is the dashboard's page of the run, "" when none.
 	DetailsURL string
 	// NoReview completes the check run only: nothing is added to the
@@ -190,6 +196,11 @@ type Pipeline struct {
 	// Internals are the worker's own paths (its data directory), withheld
 	// from what is posted besides WorkDir.
 	Internals []string
+	// Reviewer, when set, is the semantic (model) reviewer; nil is none.
+	Reviewer Reviewer
+	// SkipSemanticOnValidationFailure is
+	// GILF_SKIP_CODEX_ON_VALIDATION_FAILURE (SemanticShouldRun).
+	SkipSemanticOnValidationFailure bool
 	// OperatorErrors, when set, counts the runs that ended as the
 	// operator's misconfiguration (validation.OperatorCode), by code.
 	OperatorErrors func(validation.Code)
@@ -259,6 +270,8 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if p.Hooks != nil {
 		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res, &opts)
 	}
+	sem := p.semantic(ctx, j, pr, v, &res.Record)
+	opts.Semantic = sem.section
 	opts.JobID = j.PublicationID()
 	opts.Internals = p.internals()
 	if w := res.Record.SecretsWithheld; len(w) > 0 {
@@ -298,6 +311,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		Annotations: annotations, AnnotationsOmitted: omitted,
 		DetailsURL: base.DetailsURL,
 		NoReview:   v.noReview,
+		Comments:   sem.comments,
 	}
 	if v.noReview {
 		pub.Conclusion = ConclusionSkipped
@@ -305,6 +319,9 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	pub.Title, _ = GuardOutput(pub.Title, p.Secrets)
 	pub.Summary, _ = GuardOutput(pub.Summary, p.Secrets)
 	pub.Text, _ = GuardOutput(pub.Text, p.Secrets)
+	for i := range pub.Comments {
+		pub.Comments[i].Body, _ = GuardOutput(pub.Comments[i].Body, p.Secrets)
+	}
 	for i := range pub.Annotations {
 		a := &pub.Annotations[i]
 		a.Title, _ = GuardOutput(a.Title, p.Secrets)
@@ -385,6 +402,9 @@ type validated struct {
 	annotations []Annotation
 	// noReview: only the check run says what happened (a draft).
 	noReview bool
+	// files and memoryPath are what the semantic review reads.
+	files      []ChangedFile
+	memoryPath string
 }
 
 // refuse ends validation with ref before anything ran; it returns nil so
@@ -418,6 +438,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 		repoCfg = fc.Config
 	}
 	v.requestChanges = repoCfg.Review.RequestChanges
+	v.files, v.memoryPath = files, repoCfg.Review.Memory
 	merged := MergeValidation(p.Worker, repoCfg.Validation)
 
 	done := func(in RecordInput) (validated, error) {

@@ -390,3 +390,67 @@ func TestPipelineStaleHeadFinishesItsCheckRun(t *testing.T) {
 		t.Errorf("finished %+v, want one neutral check run on the old head naming the new one", g.finished)
 	}
 }
+
+// fakeReviewer answers with fixed findings and counts its calls.
+type fakeReviewer struct {
+	calls int
+	out   SemanticOutput
+	err   error
+}
+
+func (r *fakeReviewer) Review(ctx context.Context, in SemanticInput) (SemanticOutput, error) {
+	r.calls++
+	return r.out, r.err
+}
+
+// The semantic review runs after validation unless the skip rule says
+// not to, and says in the record whether it ran and why not; its findings
+// never change the outcome or the conclusion.
+func TestPipelineSemanticReview(t *testing.T) {
+	failing := &executortest.Fake{ExecName: executors.NameManagedE2B, Steps: map[string]executortest.Script{
+		validation.StepTest: {Status: validation.StatusFailed, Exit: 1, Output: "not ok 1\n"},
+	}}
+	patch := "@@ -1,2 +1,3 @@\n a\n+b\n c"
+	for _, tt := range []struct {
+		name         string
+		skip         bool
+		err          error
+		wantCalls    int
+		wantNote     string
+		wantInBody   string
+		wantComments int
+	}{
+		{"flag off: a failed validation never disables the model", false, nil, 1, "semantic review: ran (model m1)", "### Semantic review", 1},
+		{"flag on with a high finding: skipped", true, nil, 0, "semantic review: not run", "The model was not asked", 0},
+		{"the model fails: recorded, the review posts", false, errors.New("boom"), 1, "semantic review: the model's answer could not be used", "The model was not asked", 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "index.js", Patch: patch}}, manifest: `{"scripts":{"test":"node t.js"}}`}
+			p := newTestPipeline(t, g, executors.Set{failing})
+			r := &fakeReviewer{err: tt.err, out: SemanticOutput{Usage: TokenUsage{Model: "m1", PromptTokens: 10}, Findings: []SemanticFinding{
+				{Severity: validation.SeverityHigh, Path: "index.js", Line: 2, Title: "on a changed line", Body: "b"},
+				{Severity: validation.SeverityLow, Path: "index.js", Line: 9, Title: "elsewhere", Body: "x"},
+			}}}
+			p.Reviewer, p.SkipSemanticOnValidationFailure = r, tt.skip
+			res, err := p.Run(context.Background(), Job{ID: 2, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r.calls != tt.wantCalls {
+				t.Errorf("model called %d times, want %d", r.calls, tt.wantCalls)
+			}
+			if res.Record.Outcome != validation.OutcomeFailed || g.posted[0].Conclusion != ConclusionFailure {
+				t.Errorf("outcome %s / conclusion %s: the model must not change them", res.Record.Outcome, g.posted[0].Conclusion)
+			}
+			if !slices.ContainsFunc(res.Record.Notes, func(n string) bool { return strings.HasPrefix(n, tt.wantNote) }) {
+				t.Errorf("record notes %q lack %q", res.Record.Notes, tt.wantNote)
+			}
+			if !strings.Contains(g.posted[0].Body, tt.wantInBody) {
+				t.Errorf("body lacks %q:\n%s", tt.wantInBody, g.posted[0].Body)
+			}
+			if got := len(g.posted[0].Comments); got != tt.wantComments {
+				t.Errorf("%d inline comments, want %d", got, tt.wantComments)
+			}
+		})
+	}
+}

@@ -74,6 +74,9 @@ type RenderOptions struct {
 	// Internals are the worker's own paths (its data and work
 	// directories), withheld from what is posted (publicRecord).
 	Internals []string
+	// Semantic is the semantic review's section, nil when no reviewer
+	// is configured.
+	Semantic *SemanticSection
 	// Operator renders for the operator (gilf validate), not for a pull
 	// request: the worker's settings, paths and secret names are shown,
 	// and an operator error says what to change.
@@ -141,6 +144,7 @@ func render(rec validation.Record, opts RenderOptions, lim limits) string {
 	b.WriteString("## " + Verdict(rec) + "\n\n")
 	writeSummary(&b, rec, opts.Operator)
 	writeFindings(&b, rec, opts, lim)
+	writeSemantic(&b, opts.Semantic)
 	writeRecord(&b, rec, opts, lim)
 	writeCosts(&b, opts.Costs)
 	b.WriteString("<sub>Output from the pull request is shown redacted, inside code blocks; mentions and references in it are neutralised.</sub>\n")

@@ -53,6 +53,8 @@ func (g githubPRs) PullRequest(ctx context.Context, j review.Job) (review.PR, er
 		Draft:           pr.Draft,
 		Author:          pr.Author,
 		Labels:          pr.Labels,
+		Title:           pr.Title,
+		Body:            pr.Body,
 	}, nil
 }
 
@@ -65,7 +67,7 @@ func (g githubPRs) ChangedFiles(ctx context.Context, j review.Job) ([]review.Cha
 	}
 	out := make([]review.ChangedFile, 0, len(cf.Files)+1)
 	for _, f := range cf.Files {
-		out = append(out, review.ChangedFile{Name: f.Name, Previous: f.Previous})
+		out = append(out, review.ChangedFile{Name: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
 	}
 	if cf.Truncated {
 		out = append(out, review.ChangedFile{Name: truncatedFileList})
@@ -133,6 +135,10 @@ func (g githubPublisher) Publish(ctx context.Context, j review.Job, p review.Pub
 	for i, a := range p.Annotations {
 		annotations[i] = github.Annotation(a)
 	}
+	comments := make([]github.ReviewComment, len(p.Comments))
+	for i, c := range p.Comments {
+		comments[i] = github.ReviewComment{Path: c.Path, Line: c.Line, Side: "RIGHT", Body: c.Body}
+	}
 	got, err := g.c.Publish(ctx, repoOf(j), j.Number, github.Publication{
 		JobID:       j.PublicationID(),
 		HeadSHA:     p.HeadSHA,
@@ -145,6 +151,7 @@ func (g githubPublisher) Publish(ctx context.Context, j review.Job, p review.Pub
 		Text:        p.Text,
 		DetailsURL:  p.DetailsURL,
 		Annotations: annotations,
+		Comments:    comments,
 	})
 	if errors.Is(err, github.ErrStaleHead) {
 		return fmt.Errorf("%w: %w", review.ErrStaleHead, err)

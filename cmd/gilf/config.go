@@ -43,7 +43,8 @@ type Config struct {
 	Validation ValidationConfig
 	Evidence   EvidenceConfig
 	Costs      CostsConfig
-	Jobs       JobsConfig // GILF_JOB_* retries, GILF_RETENTION_DAYS; config_jobs.go
+	Jobs       JobsConfig     // GILF_JOB_* retries, GILF_RETENTION_DAYS; config_jobs.go
+	Semantic   SemanticConfig // GILF_SEMANTIC_REVIEW_*, GILF_SKIP_CODEX_ON_VALIDATION_FAILURE; config_semantic.go
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -110,6 +111,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Evidence, errs = loadEvidence(getenv, errs)
 	c.Costs, errs = loadCosts(getenv, errs)
 	c.Jobs, errs = loadJobs(getenv, errs)
+	c.Semantic, errs = loadSemantic(getenv, errs)
 	return c, errors.Join(errs...)
 }
 

@@ -378,23 +378,29 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		worker.CodeChangesOnly = &off
 	}
 	p := &review.Pipeline{
-		PRs:         githubPRs{c: gc},
-		Checkouts:   githubPRs{c: gc},
-		Publisher:   githubPublisher{c: gc, posted: db},
-		Executors:   set,
-		Selection:   cfg.Validation.Selection(),
-		Worker:      worker,
-		PlanOptions: cfg.Validation.PlanOptions(),
-		Secrets:     secrets,
-		WorkDir:     filepath.Join(cfg.DataDir, WorkDirName),
-		Drafts:      sc.ReviewDrafts,
-		Hooks:       &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
-		Logger:      log,
-		Internals:   internalPaths(cfg.DataDir),
-		DetailsURL:  func(j review.Job) string { return sc.Dashboard.DetailsURL(j.ID) },
+		PRs:                             githubPRs{c: gc},
+		Checkouts:                       githubPRs{c: gc},
+		Publisher:                       githubPublisher{c: gc, posted: db},
+		Executors:                       set,
+		Selection:                       cfg.Validation.Selection(),
+		Worker:                          worker,
+		PlanOptions:                     cfg.Validation.PlanOptions(),
+		Secrets:                         secrets,
+		WorkDir:                         filepath.Join(cfg.DataDir, WorkDirName),
+		Drafts:                          sc.ReviewDrafts,
+		Hooks:                           &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
+		Logger:                          log,
+		Internals:                       internalPaths(cfg.DataDir),
+		DetailsURL:                      func(j review.Job) string { return sc.Dashboard.DetailsURL(j.ID) },
+		SkipSemanticOnValidationFailure: cfg.Semantic.SkipOnValidationFailure,
 		OperatorErrors: func(c validation.Code) {
 			metrics.operator.WithLabelValues(string(c)).Inc()
 		},
+	}
+	// Checked when the configuration was loaded.
+	if r, err := cfg.Semantic.reviewer(); err == nil && r != nil {
+		p.Reviewer = r
+		log.Info("semantic review on", "model", cfg.Semantic.Model)
 	}
 	if sc.Shadow.Executor != "" {
 		guard := costs.BudgetGuard{CeilingUSD: cfg.Costs.E2BBudgetUSD, Reader: db, Logger: log}

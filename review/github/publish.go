@@ -67,6 +67,10 @@ type Publication struct {
 	// time; one GitHub would refuse (no path, line or message, an
 	// unknown level) is left out and logged.
 	Annotations []Annotation
+	// Comments are posted as one more COMMENT review of this job, inline
+	// on the diff at HeadSHA (comments.go), at most MaxReviewComments of
+	// them; none is posted when empty (or with NoReview).
+	Comments []ReviewComment
 }
 
 func (p Publication) validate() error {
@@ -119,14 +123,22 @@ type Posted struct {
 	ChangesReviewFound bool
 	// Dismissed are earlier gilf REQUEST_CHANGES reviews dismissed now.
 	Dismissed []int64
+	// CommentsReviewID is the review carrying this job's inline
+	// comments (0 when it has none); CommentsReviewFound says an earlier
+	// attempt posted it; CommentsSent counts the comments this call
+	// posted (0 when found).
+	CommentsReviewID    int64
+	CommentsReviewFound bool
+	CommentsSent        int
 }
 
 // Publish re-reads the pull request head and, when it still is
-// p.HeadSHA, publishes the reviews (summary.go) and completes the job's
-// check run (checkrun.go). A moved head gives a *StaleHeadError
-// (errors.Is ErrStaleHead) and posts nothing. Every step is idempotent:
-// what an earlier attempt did is read back (the job marker in the
-// summary, the changes marker, the check run's external_id, status and
+// p.HeadSHA, publishes the reviews (summary.go, then the inline
+// comments, comments.go) and completes the job's check run
+// (checkrun.go). A moved head gives a *StaleHeadError (errors.Is
+// ErrStaleHead) and posts nothing. Every step is idempotent: what an
+// earlier attempt did is read back (the job marker in the summary, the
+// changes and comments markers, the check run's external_id, status and
 // output.annotations_count) before anything is sent and before any
 // retry, so Publish can be called again after any failure.
 func (c *Client) Publish(ctx context.Context, r Repo, number int, p Publication) (Posted, error) {

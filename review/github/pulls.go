@@ -20,6 +20,8 @@ const filesPerPage = 100
 // PullRequest is what gilf reads of a pull request.
 type PullRequest struct {
 	Number       int
+	Title        string
+	Body         string // the description, as the author wrote it (untrusted)
 	State        string
 	HeadSHA      string
 	HeadRef      string
@@ -54,6 +56,8 @@ func (c *Client) PullRequest(ctx context.Context, r Repo, number int) (PullReque
 	}
 	out := PullRequest{
 		Number:    pr.GetNumber(),
+		Title:     pr.GetTitle(),
+		Body:      pr.GetBody(),
 		State:     pr.GetState(),
 		HeadSHA:   pr.GetHead().GetSHA(),
 		HeadRef:   pr.GetHead().GetRef(),
@@ -98,7 +102,14 @@ type ChangedFile struct {
 	Name     string
 	Previous string
 	Status   string // added, removed, modified, renamed, copied, changed, unchanged
+	// Patch is the file's unified diff as GitHub gives it (absent for
+	// binary or very large files), cut at MaxPatchBytes.
+	Patch string
 }
+
+// MaxPatchBytes is the most of one file's patch kept: the semantic
+// review budgets its input further, and a hostile diff cannot fill memory.
+const MaxPatchBytes = 256 << 10
 
 // ChangedFiles is the pull request's file list. Truncated is true when the
 // list was cut at Config.MaxChangedFiles: a classifier must then assume
@@ -137,7 +148,11 @@ func (c *Client) ChangedFiles(ctx context.Context, r Repo, number int) (ChangedF
 				out.Truncated = true
 				return out, nil
 			}
-			out.Files = append(out.Files, ChangedFile{Name: f.GetFilename(), Previous: f.GetPreviousFilename(), Status: f.GetStatus()})
+			patch := f.GetPatch()
+			if len(patch) > MaxPatchBytes {
+				patch = patch[:MaxPatchBytes]
+			}
+			out.Files = append(out.Files, ChangedFile{Name: f.GetFilename(), Previous: f.GetPreviousFilename(), Status: f.GetStatus(), Patch: patch})
 		}
 		if next == 0 {
 			return out, nil

@@ -21,7 +21,7 @@ func TestPullRequest(t *testing.T) {
 		t.Fatalf("PullRequest: %v", err)
 	}
 	want := PullRequest{
-		Number: 1347, State: "open", HeadSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", HeadRef: "new-topic",
+		Number: 1347, Title: "Amazing new feature", Body: "Please pull these awesome changes in!", State: "open", HeadSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", HeadRef: "new-topic",
 		HeadRepo: "octocat/Hello-World", BaseRef: "master", BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e",
 		Draft: true, Author: "mona", Labels: []string{"bug", "gilf"}, Mergeable: pr.Mergeable,
 	}
@@ -118,7 +118,7 @@ func TestChangedFiles(t *testing.T) {
 			if len(got.Files) != tc.wantN || got.Truncated != tc.truncated {
 				t.Errorf("got %d files truncated=%v, want %d truncated=%v", len(got.Files), got.Truncated, tc.wantN, tc.truncated)
 			}
-			if tc.files == nil && got.Files[0] != (ChangedFile{Name: "file1.txt", Status: "added"}) {
+			if tc.files == nil && got.Files[0] != (ChangedFile{Name: "file1.txt", Status: "added", Patch: "@@ -132,7 +132,7 @@ module Test @@ -1000,7 +1000,7 @@ module Test"}) {
 				t.Errorf("first file = %+v", got.Files[0])
 			}
 			if tc.files != nil && got.Files[len(got.Files)-1].Name != names[tc.wantN-1] {

@@ -105,8 +105,9 @@ func (c *Client) PostReview(ctx context.Context, r Repo, number int, p Publicati
 }
 
 // publishReviews creates or edits the summary review to show p, posts
-// the REQUEST_CHANGES review when p asks for it, and dismisses the
-// earlier jobs' REQUEST_CHANGES reviews.
+// the REQUEST_CHANGES review when p asks for it, dismisses the earlier
+// jobs' REQUEST_CHANGES reviews, and posts p's inline comments
+// (comments.go).
 func (c *Client) publishReviews(ctx context.Context, g *gh.Client, r Repo, number int, p Publication, out *Posted) error {
 	reviews, err := c.ourReviews(ctx, g, r, number)
 	if err != nil {
@@ -120,7 +121,10 @@ func (c *Client) publishReviews(ctx context.Context, g *gh.Client, r Repo, numbe
 			return err
 		}
 	}
-	return c.dismissStale(ctx, g, r, number, p, reviews, out)
+	if err := c.dismissStale(ctx, g, r, number, p, reviews, out); err != nil {
+		return err
+	}
+	return c.postComments(ctx, g, r, number, p, reviews, out)
 }
 
 func (c *Client) publishSummary(ctx context.Context, g *gh.Client, r Repo, number int, p Publication, reviews []*gh.PullRequestReview, out *Posted) error {

@@ -208,6 +208,9 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ map[string]
 			}
 			e["filename"] = name
 			e["status"] = "modified"
+			if patch, ok := s.opts.Patches[name]; ok {
+				e["patch"] = patch
+			}
 			all = append(all, e)
 		}
 	}

@@ -15,6 +15,11 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, body map[s
 		s.writeFault(w, Fault{Kind: Validation})
 		return
 	}
+	comments, ok := draftComments(body["comments"])
+	if !ok {
+		s.writeFault(w, Fault{Kind: Validation})
+		return
+	}
 	rv := s.example("pulls.create-review.response.200.default.json")
 	rv["body"] = body["body"]
 	rv["commit_id"] = body["commit_id"]
@@ -27,7 +32,49 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, body map[s
 	s.nextID++
 	rv["id"] = s.nextID
 	s.reviews = append(s.reviews, rv)
+	if len(comments) > 0 {
+		if s.reviewComments == nil {
+			s.reviewComments = map[int64][]map[string]any{}
+		}
+		s.reviewComments[s.nextID] = comments
+	}
 	writeJSON(w, http.StatusOK, cloneValue(rv))
+}
+
+// draftComments reads a create-review request's comments[] as GitHub
+// does for line comments: each needs a path, a body and a line (1 or
+// more); side, when given, is LEFT or RIGHT (default RIGHT). Any other
+// shape, or a comment without them, fails the whole review (GitHub
+// answers 422 and creates nothing). The deprecated position form is not
+// served. The comments are returned as recorded: path, line (an int),
+// side and body.
+func draftComments(v any) ([]map[string]any, bool) {
+	if v == nil {
+		return nil, true
+	}
+	list, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]map[string]any, 0, len(list))
+	for _, e := range list {
+		c, ok := e.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		path, _ := c["path"].(string)
+		text, _ := c["body"].(string)
+		line, _ := c["line"].(float64)
+		side, hasSide := c["side"].(string)
+		if !hasSide && c["side"] == nil {
+			side = "RIGHT"
+		}
+		if path == "" || text == "" || line < 1 || line != float64(int(line)) || (side != "RIGHT" && side != "LEFT") {
+			return nil, false
+		}
+		out = append(out, map[string]any{"path": path, "line": int(line), "side": side, "body": text})
+	}
+	return out, true
 }
 
 func (s *Server) listReviews(w http.ResponseWriter, r *http.Request, _ map[string]any) {
@@ -146,6 +193,19 @@ func (s *Server) Review(id int64) (map[string]any, bool) {
 		return nil, false
 	}
 	return cloneValue(rv).(map[string]any), true
+}
+
+// ReviewComments returns the inline comments posted with review id, in
+// the order of the request, each with path, line (an int), side and
+// body; nil when it had none.
+func (s *Server) ReviewComments(reviewID int64) []map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []map[string]any
+	for _, c := range s.reviewComments[reviewID] {
+		out = append(out, cloneValue(c).(map[string]any))
+	}
+	return out
 }
 
 // Dismissals returns the dismissals that landed, in order.

@@ -11,8 +11,10 @@
 // reviews and check runs that were posted are listed back; check runs are
 // updated (PATCH merges status, conclusion and output, appends at most 50
 // annotations per request, counting output.annotations_count); reviews
-// are edited in place (PUT body) and dismissed (PUT …/dismissals); the App
-// webhook's delivery log (SetDeliveries) is listed with cursor pagination
+// are edited in place (PUT body) and dismissed (PUT …/dismissals), and
+// the inline comments posted with one are kept (ReviewComments: a
+// comment without a path, line or body fails the review with 422); the
+// App webhook's delivery log (SetDeliveries) is listed with cursor pagination
 // and redelivery requests are recorded (Redeliveries); GET /app describes
 // the App (AppPermissions, AppEvents). Every request
 // is recorded (method, path, JSON body) and faults can be injected per
@@ -121,6 +123,9 @@ type Options struct {
 	HeadRepoMissing bool
 	// Files are the changed file names; nil serves the example's list.
 	Files []string
+	// Patches are the unified diffs of Files by name; a file without one
+	// gets the example's patch.
+	Patches map[string]string
 	// BaseFiles are files of the base branch by path (read at BaseRef;
 	// any other ref is a 404). A path not listed is a 404.
 	BaseFiles map[string][]byte
@@ -179,6 +184,10 @@ type Server struct {
 	lastJWTTimes [2]time.Time
 	hooks        hookDeliveries
 	rateUsed     int // API requests so far, for X-RateLimit-Remaining
+
+	// reviewComments are the inline comments posted with a review, by
+	// review id (GitHub lists them apart from the review).
+	reviewComments map[int64][]map[string]any
 }
 
 // RateLimit is the primary rate limit every API answer reports, as

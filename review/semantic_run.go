@@ -1,0 +1,162 @@
+package review
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// MaxMemoryBytes caps the review-memory file (review.memory in
+// .github/gilf.yml, read from the base branch).
+const MaxMemoryBytes = 64 << 10
+
+// InlineComment is one comment posted on a line of the pull request's
+// diff (its right side).
+type InlineComment struct {
+	Path string
+	Line int
+	Body string
+}
+
+// SemanticSection is what the summary shows of the semantic review.
+type SemanticSection struct {
+	Ran      bool
+	Why      string // why it did not run, or what went wrong
+	Model    string
+	Findings []SemanticFinding // shown in the body (not on a diff line)
+	Inline   int               // posted as inline comments
+	Notes    []string
+}
+
+// semanticResult is what the semantic stage produced for posting.
+type semanticResult struct {
+	section  *SemanticSection
+	comments []InlineComment
+}
+
+// semantic runs the model reviewer after validation, when one is
+// configured and the skip rule lets it (SPEC §3.4). Its findings never
+// change the outcome or the conclusion; a failure is recorded and the
+// validation review posts anyway.
+func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec *validation.Record) semanticResult {
+	if p.Reviewer == nil || !semanticApplies(rec.Outcome) {
+		return semanticResult{}
+	}
+	sec := &SemanticSection{}
+	note := func(s string) { rec.Notes = append(rec.Notes, "semantic review: "+s) }
+	memory, err := p.memory(ctx, j, pr, v.memoryPath)
+	if err != nil {
+		sec.Why = "the review memory could not be read, so the model was not asked"
+		note(sec.Why)
+		p.Logger.Warn("review memory not read", "job_id", j.ID, "path", v.memoryPath, "err", err)
+		return semanticResult{section: sec}
+	}
+	if run, why := SemanticShouldRun(SkipInput{Flag: p.SkipSemanticOnValidationFailure, Memory: memory,
+		Findings: rec.Findings, Changed: v.files}); !run {
+		sec.Why = why
+		note("not run: " + why)
+		return semanticResult{section: sec}
+	}
+	diff := Diff{}
+	for _, f := range v.files {
+		diff.Files = append(diff.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
+	}
+	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: diff, Record: *rec, Findings: rec.Findings, Memory: memory})
+	sec.Model, sec.Notes = out.Usage.Model, out.Notes
+	if err != nil {
+		sec.Why = "the model's answer could not be used"
+		note(sec.Why)
+		p.Logger.Warn("semantic review failed", "job_id", j.ID, "err", err)
+		return semanticResult{section: sec}
+	}
+	sec.Ran = true
+	onLines, body := InlineComments(out.Findings, diff)
+	for _, f := range body {
+		sec.Findings = append(sec.Findings, SanitizeModelFinding(f))
+	}
+	res := semanticResult{section: sec}
+	for _, f := range onLines {
+		s := SanitizeModelFinding(f)
+		res.comments = append(res.comments, InlineComment{Path: f.Path, Line: f.Line,
+			Body: fmt.Sprintf("%s **%s**: %s\n\n%s", severityMark(s.Severity), inline(string(s.Severity)), s.Title, s.Body)})
+	}
+	sec.Inline = len(res.comments)
+	note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines; %d prompt and %d completion tokens",
+		orUnknown(out.Usage.Model), len(out.Findings), len(onLines), out.Usage.PromptTokens, out.Usage.CompletionTokens))
+	return res
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// semanticApplies says which outcomes the model reviews: the ones where
+// the pull request was looked at; policy skips and refusals stand.
+func semanticApplies(o validation.Outcome) bool {
+	switch o {
+	case validation.OutcomePassed, validation.OutcomeFailed, validation.OutcomeInconclusive, validation.OutcomeGap:
+		return true
+	}
+	return false
+}
+
+// memory reads the repository's review memory (review.memory, a file of
+// the base branch), "" when none is configured or the file is absent.
+func (p *Pipeline) memory(ctx context.Context, j Job, pr PR, path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
+	b, found, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, path)
+	if err != nil || !found {
+		return "", err
+	}
+	if len(b) > MaxMemoryBytes {
+		b = b[:MaxMemoryBytes]
+	}
+	return strings.ToValidUTF8(string(b), "\ufffd"), nil
+}
+
+// writeSemantic renders the semantic review's section of the summary:
+// after the validation findings (what broke comes first), before the
+// record. Model text arrives sanitized (SanitizeModelFinding).
+func writeSemantic(b *strings.Builder, s *SemanticSection) {
+	if s == nil {
+		return
+	}
+	b.WriteString("### Semantic review\n\n")
+	if !s.Ran {
+		b.WriteString("The model was not asked: " + prose(s.Why) + ".\n\n")
+		return
+	}
+	fmt.Fprintf(b, "A model (%s) read the diff; its findings are advice, and never change the validation outcome or the check.", code(orUnknown(s.Model)))
+	if s.Inline > 0 {
+		fmt.Fprintf(b, " %d %s on the changed lines.", s.Inline, plural(s.Inline, "comment is", "comments are"))
+	}
+	b.WriteString("\n\n")
+	for _, f := range s.Findings {
+		loc := ""
+		if f.Path != "" {
+			loc = " · " + code(f.Path)
+			if f.Line > 0 {
+				loc += fmt.Sprintf(" line %d", f.Line)
+			}
+		}
+		fmt.Fprintf(b, "- %s %s: %s%s\n", severityMark(f.Severity), inline(string(f.Severity)), f.Title, loc)
+		if f.Body != "" {
+			b.WriteString("\n" + indent(f.Body) + "\n")
+		}
+	}
+	if len(s.Findings) > 0 {
+		b.WriteString("\n")
+	}
+}
+
+// indent indents a block so it stays inside its list item.
+func indent(s string) string {
+	return "  " + strings.ReplaceAll(strings.TrimRight(s, "\n"), "\n", "\n  ")
+}
