@@ -203,16 +203,7 @@ func TestServeConfigApp(t *testing.T) {
 	goodPath := write("app.pem", good)
 	notPEM := write("not.pem", []byte("ssh-rsa AAAA"))
 	base := map[string]string{"GILF_GITHUB_APP_ID": "7", "GILF_WEBHOOK_SECRET": "w"}
-	with := func(kv ...string) map[string]string {
-		m := map[string]string{}
-		for k, v := range base {
-			m[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			m[kv[i]] = kv[i+1]
-		}
-		return m
-	}
+	with := func(kv ...string) map[string]string { return envWith(base, kv...) }
 	tests := []struct {
 		name string
 		env  map[string]string

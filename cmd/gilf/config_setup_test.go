@@ -163,16 +163,7 @@ func TestConfiguredExecutorsMatchBuild(t *testing.T) {
 
 func TestCheckDefaultExecutor(t *testing.T) {
 	selfHost := map[string]string{"GILF_SELF_HOST_COMMAND": "/opt/run"}
-	with := func(m map[string]string, kv ...string) map[string]string {
-		out := map[string]string{}
-		for k, v := range m {
-			out[k] = v
-		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			out[kv[i]] = kv[i+1]
-		}
-		return out
-	}
+	with := envWith
 	tests := []struct {
 		name string
 		env  map[string]string

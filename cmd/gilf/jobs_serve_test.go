@@ -22,12 +22,7 @@ const jobsMarker = "7.4243"
 // that runs the job again as a re-run.
 func TestServeJobsCancelRetryBackup(t *testing.T) {
 	payload := openedPayload(t)
-	top := payload.owner + "-" + payload.repo + "-" + payload.headSHA[:7]
-	slow := tarball(t, top, map[string]string{
-		"package.json":      `{"name":"slow","version":"1.0.0","scripts":{"test":"sh slow-test.sh"}}` + "\n",
-		"package-lock.json": emptyLock("slow"),
-		"slow-test.sh":      "#!/bin/sh\necho slow test started\nsleep " + jobsMarker + "\necho slow test finished\n",
-	})
+	slow := slowTarball(t, payload, "slow", "#!/bin/sh\necho slow test started\nsleep "+jobsMarker+"\necho slow test finished\n")
 	key := newAppKey(t)
 	srv := fakeGitHub(t, key, payload, slow)
 	dataDir := t.TempDir()

@@ -256,12 +256,7 @@ func pidsWithCmdline(s string) []int {
 func TestServeGracefulDrain(t *testing.T) {
 	const marker = "5.3131"
 	payload := openedPayload(t)
-	top := payload.owner + "-" + payload.repo + "-" + payload.headSHA[:7]
-	slow := tarball(t, top, map[string]string{
-		"package.json":      `{"name":"drain","version":"1.0.0","scripts":{"test":"sh slow-test.sh"}}` + "\n",
-		"package-lock.json": emptyLock("drain"),
-		"slow-test.sh":      "#!/bin/sh\nsleep " + marker + "\necho drained\n",
-	})
+	slow := slowTarball(t, payload, "drain", "#!/bin/sh\nsleep "+marker+"\necho drained\n")
 	key := newAppKey(t)
 	srv := fakeGitHub(t, key, payload, slow)
 	dataDir := t.TempDir()

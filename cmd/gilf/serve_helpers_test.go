@@ -363,6 +363,31 @@ func openStore(t *testing.T, dataDir string) *store.DB {
 }
 
 // waitJob polls the job row until cond holds, bounded by serveJobBound.
+// envWith is base with the NAME, value pairs of kv set over it.
+func envWith(base map[string]string, kv ...string) map[string]string {
+	out := make(map[string]string, len(base)+len(kv)/2)
+	for k, v := range base {
+		out[k] = v
+	}
+	for i := 0; i+1 < len(kv); i += 2 {
+		out[kv[i]] = kv[i+1]
+	}
+	return out
+}
+
+// slowTarball is the head tarball of payload's repository whose test
+// script is the shell script script (it sleeps, so a test can act while
+// the step runs).
+func slowTarball(t *testing.T, payload prPayload, name, script string) []byte {
+	t.Helper()
+	top := payload.owner + "-" + payload.repo + "-" + payload.headSHA[:7]
+	return tarball(t, top, map[string]string{
+		"package.json":      `{"name":"` + name + `","version":"1.0.0","scripts":{"test":"sh slow-test.sh"}}` + "\n",
+		"package-lock.json": emptyLock(name),
+		"slow-test.sh":      script,
+	})
+}
+
 // waitMetrics polls /metrics until it holds every line: a job's row is
 // committed before the counters of its ending move, so a scrape right
 // after the row says done may not count it yet.
