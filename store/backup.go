@@ -60,6 +60,9 @@ func (d *DB) Backup(ctx context.Context, dest string) (BackupResult, error) {
 	fail := func(err error) (BackupResult, error) {
 		return res, fmt.Errorf("backup to %s: %w", dest, err)
 	}
+	if d.engine == EnginePostgres {
+		return fail(ErrBackupPostgres)
+	}
 	for _, p := range []string{dest, bodyDir(dest)} {
 		if _, err := os.Lstat(p); err == nil {
 			return fail(fmt.Errorf("%s already exists", p))

@@ -12,7 +12,7 @@ import (
 // nothing: the sum is a floor, not a bill.
 func (d *DB) SpendSince(ctx context.Context, executor string, since time.Time) (float64, error) {
 	var usd float64
-	if err := d.r.QueryRowContext(ctx, `SELECT TOTAL(usd) FROM cost_spans WHERE executor = ? AND started_at >= ?`,
+	if err := d.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(usd), 0) FROM cost_spans WHERE executor = ? AND started_at >= ?`,
 		executor, since.UnixMilli()).Scan(&usd); err != nil {
 		return 0, fmt.Errorf("spend of %s since %s: %w", executor, since.Format(time.RFC3339), err)
 	}
@@ -33,8 +33,8 @@ type DayCost struct {
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT strftime('%Y-%m-%d', started_at / 1000, 'unixepoch') AS day,
-			executor, lane, COUNT(*), COUNT(usd), SUM(usd), TOTAL(finished_at - started_at) / 1000.0
+	rows, err := d.r.QueryContext(ctx, `SELECT `+dayOf(d.engine, "started_at")+` AS day,
+			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
 		since.UnixMilli())
 	if err != nil {
@@ -58,4 +58,13 @@ func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error)
 		return nil, fmt.Errorf("costs by day: %w", err)
 	}
 	return out, nil
+}
+
+// dayOf is the engine's expression for the UTC day (YYYY-MM-DD) of a
+// column of Unix milliseconds.
+func dayOf(e Engine, col string) string {
+	if e == EnginePostgres {
+		return "to_char(to_timestamp(" + col + " / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+	}
+	return "strftime('%Y-%m-%d', " + col + " / 1000, 'unixepoch')"
 }

@@ -25,6 +25,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
+	"github.com/gilf-review/gilf/migrations"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -119,6 +122,12 @@ type Options struct {
 	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge.
 	BodySegmentMaxBytes int64
 	BodySegmentMaxAge   time.Duration
+	// MaxConns is the write pool's size on PostgreSQL (default
+	// DefaultMaxConns); SQLite has one writer connection.
+	MaxConns int
+	// IntakeWriters is how many group-commit writers run on PostgreSQL
+	// (default DefaultIntakeWriters); SQLite runs one.
+	IntakeWriters int
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
 	// Jitter returns a uniform value in [0, 1) for retry backoff; default
@@ -172,14 +181,16 @@ func (o Options) withDefaults() Options {
 // DB is gilf's store. It is safe for concurrent use, also by several
 // processes sharing one file.
 type DB struct {
-	w        *sql.DB // one connection, BEGIN IMMEDIATE
+	engine   Engine
+	w        *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
 	r        *sql.DB // query-only pool
-	ck       *sql.DB // one connection for WAL checkpoints
+	ck       *sql.DB // SQLite: one connection for WAL checkpoints
+	listen   *pgx.ConnConfig // PostgreSQL: for LISTEN (postgres.go)
 	log      *slog.Logger
 	opts     Options
 	stmts    intakeStmts
-	bodies   *bodyLog        // raw delivery bodies; see bodies.go
-	wal      *walFile        // the WAL, fsynced by the store; see walsync.go
+	bodies   *bodyLog        // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
+	wal      *walFile        // SQLite: the WAL, fsynced by the store; see walsync.go
 	reqs     chan *intakeReq // callers → writer
 	inFlight sync.Mutex      // held by the writer from a batch's commit until its bodies are durable
 	appends  chan appendJob  // writer → appender
@@ -213,7 +224,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxLifetime(0)
 	w.SetConnMaxIdleTime(0)
-	if err := migrate(ctx, w, opts.Now, logger); err != nil {
+	if err := migrateFS(ctx, w, EngineSQLite, migrations.FS, opts.Now, logger); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
 	}
 	ck, err := sql.Open("sqlite", dsn(path, opts, false))
@@ -240,13 +251,13 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	if err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
-	d := &DB{w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
+	d := &DB{engine: EngineSQLite, w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
 		reqs: make(chan *intakeReq), appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
 		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.durable(); err != nil { // the migrations just applied
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
-	if err := d.stmts.prepare(ctx, w); err != nil {
+	if err := d.stmts.prepare(ctx, w, EngineSQLite); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
 	life := context.WithoutCancel(ctx)
@@ -308,7 +319,11 @@ func (d *DB) Close() error {
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		err = errors.Join(d.stmts.close(), d.bodies.close(), d.r.Close(), d.ck.Close(), d.w.Close(), d.wal.close())
+		errs := []error{d.stmts.close(), d.r.Close(), d.w.Close()}
+		if d.engine == EngineSQLite {
+			errs = append(errs, d.bodies.close(), d.ck.Close(), d.wal.close())
+		}
+		err = errors.Join(errs...)
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}

@@ -12,4 +12,7 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrClosed means the store was closed.
 	ErrClosed = errors.New("store closed")
+	// ErrBackupPostgres: gilf backup copies the SQLite file; a PostgreSQL
+	// database is the server's to back up.
+	ErrBackupPostgres = errors.New("the store is PostgreSQL: back it up with pg_dump or the server's own backups, not gilf backup")
 )

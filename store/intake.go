@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
@@ -22,6 +23,8 @@ type intakeReq struct {
 	// goroutine, in parallel with the other callers; d.Body is dropped.
 	stored encodedBody
 	body   bodyRef // where the body log holds stored
+	// inline is d.Body, copied, on PostgreSQL: the row holds it.
+	inline []byte
 
 	done chan intakeRes // buffered 1: nobody blocks on answering
 }
@@ -57,10 +60,15 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	if err := checkDelivery(del, job); err != nil {
 		return fail(err)
 	}
-	if err := errors.Join(d.wal.failed(), d.bodies.failed()); err != nil {
+	if err := d.storageFailed(); err != nil {
 		return fail(err)
 	}
-	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
+	r := &intakeReq{d: del, job: job, done: make(chan intakeRes, 1)}
+	if d.engine == EnginePostgres {
+		r.inline = bytes.Clone(del.Body)
+	} else {
+		r.stored = encodeBody(del.Body)
+	}
 	r.d.Body = nil // the caller may reuse it once this returns, even early
 	select {
 	case d.reqs <- r:
@@ -114,7 +122,7 @@ func (d *DB) writer(ctx context.Context) {
 	defer close(d.appends)
 	lastCheckpoint := time.Now()
 	for {
-		if time.Since(lastCheckpoint) >= d.opts.BusyCheckpointInterval {
+		if d.engine == EngineSQLite && time.Since(lastCheckpoint) >= d.opts.BusyCheckpointInterval {
 			// Between two batches no commit can race the checkpoint, so
 			// it copies the whole WAL and the next batch starts the WAL
 			// over from its beginning instead of growing it.
@@ -137,8 +145,41 @@ func (d *DB) writer(ctx context.Context) {
 				break fill
 			}
 		}
+		if d.engine == EnginePostgres {
+			d.commitInline(ctx, batch)
+			continue
+		}
 		d.commitBatch(ctx, batch)
 	}
+}
+
+// commitInline commits a batch whose bodies go in their rows
+// (PostgreSQL): one transaction, one by one when a delivery fails in it.
+func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
+	res := make([]intakeRes, len(batch))
+	d.answer(batch, d.commitRows(ctx, batch, res))
+}
+
+// commitRows runs live in one transaction and, when one delivery failed
+// and took the shared transaction with it, each alone, so only the bad one
+// fails. It fills and returns res.
+func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes) []intakeRes {
+	err := d.runBatch(ctx, live, res)
+	var bad *itemError
+	switch {
+	case errors.As(err, &bad) && len(live) > 1:
+		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", live[bad.i].d.ID, "err", bad.err)
+		for i := range live {
+			if err := d.runBatch(ctx, live[i:i+1], res[i:i+1]); err != nil {
+				res[i] = intakeRes{err: err}
+			}
+		}
+	case err != nil:
+		for i := range res {
+			res[i] = intakeRes{err: err}
+		}
+	}
+	return res
 }
 
 // commitBatch reserves the batch's bodies, has the appender write them,
@@ -168,23 +209,7 @@ func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
 	// rows into the database (see bodies.go).
 	d.inFlight.Lock()
 	if len(live) > 0 {
-		res := make([]intakeRes, len(live))
-		err := d.runBatch(ctx, live, res)
-		var bad *itemError
-		if errors.As(err, &bad) && len(live) > 1 {
-			// One delivery failed and took the shared transaction with
-			// it: commit each alone, so only the bad one fails.
-			d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", live[bad.i].d.ID, "err", bad.err)
-			for i := range live {
-				if err := d.runBatch(ctx, live[i:i+1], res[i:i+1]); err != nil {
-					res[i] = intakeRes{err: err}
-				}
-			}
-		} else if err != nil {
-			for i := range res {
-				res[i] = intakeRes{err: err}
-			}
-		}
+		res := d.commitRows(ctx, live, make([]intakeRes, len(live)))
 		for k, i := range liveAt {
 			results[i] = res[k]
 		}
@@ -285,9 +310,21 @@ type itemError struct {
 func (e *itemError) Error() string { return e.err.Error() }
 func (e *itemError) Unwrap() error { return e.err }
 
-// runBatch records a batch in one transaction: all or nothing.
-func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
-	tx, err := d.w.BeginTx(ctx, nil)
+// runBatch records a batch in one transaction: all or nothing. On
+// PostgreSQL a serialization conflict with another replica runs the whole
+// batch again (bounded by MaxSerializationRetries), and a batch that
+// queued a job notifies JobsChannel with its commit.
+func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) error {
+	for try := 1; ; try++ {
+		err := d.runBatchOnce(ctx, batch, results)
+		if err == nil || !retryable(err) || try >= MaxSerializationRetries {
+			return err
+		}
+	}
+}
+
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
+	tx, err := d.w.BeginTx(ctx, d.txOptions())
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}
@@ -297,12 +334,19 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 		}
 	}()
 	st := d.stmts.in(ctx, tx)
+	queued := false
 	for i, r := range batch {
-		res, err := d.recordTx(ctx, st, r.d, r.job, r.body)
+		res, err := d.recordTx(ctx, st, r)
 		if err != nil {
 			return &itemError{i: i, err: err} // the caller logs it, once
 		}
 		results[i] = intakeRes{res: res}
+		queued = queued || res.JobState == string(StateQueued) && (res.JobCreated || res.Rerun > 0) || res.Rerun > 0
+	}
+	if queued && d.engine == EnginePostgres {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, JobsChannel); err != nil {
+			return fmt.Errorf("notify: %w", err)
+		}
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
@@ -315,16 +359,30 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 // supersession of older heads, its cancellation and its re-run. A new job
 // for a new head — almost every delivery — costs four statements: insert
 // the delivery, look the job key up, insert the job, supersede.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, body bodyRef) (validation.RecordResult, error) {
+func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
+	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
 	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
 	if job != nil { // the row carries the job's key: it is the link to the job
 		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
 	}
+	inline := r.inline
+	if inline == nil {
+		inline = []byte{}
+	}
+	// A body in the body log is named by its reference; one in its row
+	// (PostgreSQL) has none.
+	var seg sql.NullString
+	var off, length, crc sql.NullInt64
+	if body.segment != "" {
+		seg = sql.NullString{String: body.segment, Valid: true}
+		off = sql.NullInt64{Int64: body.offset, Valid: true}
+		length = sql.NullInt64{Int64: body.length, Valid: true}
+		crc = sql.NullInt64{Int64: int64(body.crc), Valid: true}
+	}
 	n, err := execCount(ctx, st.insDelivery,
 		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
-		ms(del.ReceivedAt), string(del.Status), del.Reason,
-		body.segment, body.offset, body.length, int64(body.crc),
+		ms(del.ReceivedAt), string(del.Status), del.Reason, inline, seg, off, length, crc,
 	)
 	if err != nil {
 		return res, fmt.Errorf("insert delivery: %w", err)
@@ -395,8 +453,7 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 	var id sql.NullInt64
 	var cur sql.NullString
 	var stale bool
-	var older []byte
-	if err := st.lookupJob.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&id, &cur, &stale, &older); err != nil {
+	if err := st.lookupJob.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&id, &cur, &stale); err != nil {
 		return res, fmt.Errorf("look up job: %w", err)
 	}
 	want, reason := StateQueued, ""
@@ -405,13 +462,9 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 	}
 	switch {
 	case !id.Valid:
-		r, err := st.insJob.ExecContext(ctx,
+		if err := st.insJob.QueryRowContext(ctx,
 			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-			updated, string(want), reason, now, now, now)
-		if err != nil {
-			return res, fmt.Errorf("insert job: %w", err)
-		}
-		if res.JobID, err = r.LastInsertId(); err != nil {
+			updated, string(want), reason, now, now, now).Scan(&res.JobID); err != nil {
 			return res, fmt.Errorf("insert job: %w", err)
 		}
 		res.JobState, res.JobCreated = string(want), true
@@ -449,19 +502,13 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 			return res, fmt.Errorf("update job %d: %w", res.JobID, err)
 		}
 	}
-	if js := State(res.JobState); !stale && (js == StateQueued || js == StateRunning) && len(older) > 2 {
-		var ids []int64
-		if err := json.Unmarshal(older, &ids); err != nil {
+	if js := State(res.JobState); !stale && (js == StateQueued || js == StateRunning) {
+		reason := fmt.Sprintf("superseded by head %s (job %d)", job.HeadSHA, res.JobID)
+		n, err := execCount(ctx, st.supersede, reason, now, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated)
+		if err != nil {
 			return res, fmt.Errorf("supersede older heads: %w", err)
 		}
-		reason := fmt.Sprintf("superseded by head %s (job %d)", job.HeadSHA, res.JobID)
-		for _, old := range ids {
-			n, err := execCount(ctx, st.supersede, reason, now, old)
-			if err != nil {
-				return res, fmt.Errorf("supersede job %d: %w", old, err)
-			}
-			res.Superseded += int(n)
-		}
+		res.Superseded = int(n)
 	}
 	return res, nil
 }
@@ -502,8 +549,8 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 const (
 	// The primary key is the dedupe: a recorded id inserts nothing.
 	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
-		received_at, status, reason, body_segment, body_offset, body_length, body_crc32c)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+		received_at, status, reason, body, body_segment, body_offset, body_length, body_crc32c)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	// The job a recorded delivery led to, through the job key it carries.
 	sqlDupJob = `SELECT j.id, j.state, d.body_segment, d.body_offset, d.body_length, d.body_crc32c FROM deliveries d
 		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
@@ -514,20 +561,18 @@ const (
 	// The job for this reviewed state, if any, and whether a newer head of
 	// the pull request was already received.
 	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
-			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5),
-		(SELECT json_group_array(id) FROM jobs INDEXED BY jobs_pr WHERE repo = ?1 AND pr = ?2
-			AND (head_sha <> ?3 OR base_ref <> ?4) AND state IN ('queued', 'running') AND pr_updated_at <= ?5)
-		FROM (SELECT 1) LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
+			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5)
+		FROM (SELECT 1) AS one LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
 	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 		trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
 	// ?1: requeue, ?7: as a re-run, with reason ?8 (see recordJob).
 	sqlTouchJob = `UPDATE jobs SET
 		triggers = triggers + 1,
 		reruns = reruns + CASE WHEN ?7 THEN 1 ELSE 0 END,
 		installation_id = COALESCE(?2, installation_id),
 		head_repo = CASE WHEN ?3 <> '' THEN ?3 ELSE head_repo END,
-		pr_updated_at = MAX(pr_updated_at, ?4),
+		pr_updated_at = CASE WHEN pr_updated_at > ?4 THEN pr_updated_at ELSE ?4 END,
 		state = CASE WHEN ?1 THEN 'queued' ELSE state END,
 		reason = CASE WHEN ?7 THEN ?8 WHEN ?1 THEN '' ELSE reason END,
 		attempts = CASE WHEN ?1 THEN 0 ELSE attempts END,
@@ -535,16 +580,28 @@ const (
 		next_attempt_at = CASE WHEN ?1 THEN ?5 ELSE next_attempt_at END,
 		updated_at = ?5
 		WHERE id = ?6`
-	// INDEXED BY: only the few unfinished jobs of the PR are looked at,
-	// never its whole history.
-	sqlSupersede = `UPDATE jobs SET state = 'superseded', reason = ?1, updated_at = ?2
-		WHERE id = ?3 AND state IN ('queued', 'running')`
+	// The unfinished jobs of the pull request's other heads, received no
+	// later. INDEXED BY: only the few unfinished jobs of the PR are looked
+	// at, never its whole history.
+	sqlSupersede = `UPDATE jobs INDEXED BY jobs_pr SET state = 'superseded', reason = ?1, updated_at = ?2
+		WHERE repo = ?3 AND pr = ?4 AND (head_sha <> ?5 OR base_ref <> ?6) AND state IN ('queued', 'running')
+			AND pr_updated_at <= ?7`
 	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
-	// never the history.
+	// never the history. %s is the engine's JSON array of repositories
+	// (jsonEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
-		AND (?4 = '[]' OR repo IN (SELECT value FROM json_each(?5))) AND (?6 = 0 OR pr = ?6)`
+		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (?6 = 0 OR pr = ?6)`
 )
+
+// jsonEach is the engine's table of a JSON array's elements as text, in a
+// column named value; param is the placeholder of the array's text.
+func jsonEach(e Engine, param string) string {
+	if e == EnginePostgres {
+		return "json_array_elements_text(CAST(" + param + " AS json))"
+	}
+	return "json_each(" + param + ")"
+}
 
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
@@ -553,7 +610,7 @@ type intakeStmts struct {
 
 type boundStmts = intakeStmts
 
-func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
+func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -565,7 +622,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB) error {
 		{&s.insJob, sqlInsJob},
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
-		{&s.cancel, sqlCancel},
+		{&s.cancel, fmt.Sprintf(sqlCancel, jsonEach(e, "?5"))},
 		{&s.rerunJob, sqlRerunJob},
 		{&s.rerunState, sqlRerunState},
 		{&s.rerunHead, sqlRerunHead},

@@ -88,7 +88,7 @@ const (
 	sqlClaim = `UPDATE jobs SET state = 'running', attempts = attempts + 1,
 			lease_gen = lease_gen + 1, lease_owner = ?1, lease_expires_at = ?2, updated_at = ?3
 		WHERE id = (SELECT id FROM jobs WHERE state = 'queued' AND next_attempt_at <= ?3
-			ORDER BY next_attempt_at, id LIMIT 1)
+			ORDER BY next_attempt_at, id LIMIT 1%s)
 		RETURNING id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id, trigger_action,
 			attempts, reruns, last_error, created_at, lease_gen`
 )
@@ -113,7 +113,8 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 	}
 	var job Job
 	var found bool
-	err := d.writeTx(ctx, func(tx *sql.Tx) error {
+	err := d.writeTxWith(ctx, d.claimTxOptions(), func(tx *sql.Tx) error {
+		job, found = Job{}, false
 		if _, err := tx.ExecContext(ctx, sqlDeadLeases, now, d.opts.MaxAttempts); err != nil {
 			return fmt.Errorf("end dead leases: %w", err)
 		}
@@ -122,7 +123,7 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 		}
 		var inst sql.NullInt64
 		var created int64
-		err := tx.QueryRowContext(ctx, sqlClaim, owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
+		err := tx.QueryRowContext(ctx, d.claimSQL(), owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
 			&job.Trigger, &job.Attempts, &job.Rerun, &job.LastError, &created, &job.Lease.Gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -229,9 +230,10 @@ func (d *DB) Retry(ctx context.Context, l Lease, f Failure) (RetryResult, error)
 		return RetryResult{}, fmt.Errorf("retry job %d: nil error", l.JobID)
 	}
 	now := d.opts.Now()
-	msg := f.Err.Error()
 	var out RetryResult
 	err := d.writeTx(ctx, func(tx *sql.Tx) error {
+		out = RetryResult{}
+		msg := f.Err.Error()
 		var attempts int
 		err := tx.QueryRowContext(ctx, `SELECT attempts FROM jobs
 			WHERE id = ? AND lease_gen = ? AND lease_owner = ? AND state = 'running'`, l.JobID, l.Gen, l.Owner).Scan(&attempts)
@@ -346,9 +348,59 @@ func (d *DB) CancelInstallation(ctx context.Context, c validation.Cancellation) 
 	return int(n), nil
 }
 
-// writeTx runs fn in one IMMEDIATE transaction on the writer connection.
-func (d *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) (err error) {
-	tx, err := d.w.BeginTx(ctx, nil)
+// writeTx runs fn in one write transaction: on SQLite IMMEDIATE, on the
+// writer connection; on PostgreSQL SERIALIZABLE, so the rules written for
+// one writer hold among replicas too — a transaction that lost a
+// serialization conflict runs again (fn must be safe to run again: it
+// resets what it reports), up to MaxSerializationRetries times.
+func (d *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	return d.writeTxWith(ctx, d.txOptions(), fn)
+}
+
+func (d *DB) writeTxWith(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
+	for try := 1; ; try++ {
+		err := d.writeTxOnce(ctx, opts, fn)
+		if err == nil || !retryable(err) || try >= MaxSerializationRetries {
+			return err
+		}
+	}
+}
+
+// txOptions are the engine's options of a write transaction.
+func (d *DB) txOptions() *sql.TxOptions {
+	if d.engine == EnginePostgres {
+		return &sql.TxOptions{Isolation: sql.LevelSerializable}
+	}
+	return nil // SQLite: the connection's _txlock=immediate
+}
+
+// claimTxOptions: on PostgreSQL, claims run READ COMMITTED and take the
+// next job with FOR UPDATE SKIP LOCKED, so replicas claiming together
+// each take a different job instead of conflicting on the first one; the
+// lease rescues in the same transaction re-check their WHERE on the row's
+// newest version, so a job is rescued once.
+func (d *DB) claimTxOptions() *sql.TxOptions {
+	if d.engine == EnginePostgres {
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return nil
+}
+
+// claimSQL is sqlClaim with the engine's row lock.
+func (d *DB) claimSQL() string {
+	if d.engine == EnginePostgres {
+		return claimPostgres
+	}
+	return claimSQLite
+}
+
+var (
+	claimSQLite   = fmt.Sprintf(sqlClaim, "")
+	claimPostgres = fmt.Sprintf(sqlClaim, " FOR UPDATE SKIP LOCKED")
+)
+
+func (d *DB) writeTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
+	tx, err := d.w.BeginTx(ctx, opts)
 	if err != nil {
 		return fmt.Errorf("begin: %w", err)
 	}

@@ -11,8 +11,6 @@ import (
 	"sort"
 	"strconv"
 	"time"
-
-	"github.com/gilf-review/gilf/migrations"
 )
 
 // migrationName is NNNN_name.sql.
@@ -59,23 +57,38 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return out, nil
 }
 
-// migrate applies every embedded migration not yet recorded in
-// schema_migrations, each in its own IMMEDIATE transaction together with
-// its record, so a crash leaves the schema at a whole version.
-func migrate(ctx context.Context, w *sql.DB, now func() time.Time, log *slog.Logger) error {
-	return migrateFS(ctx, w, migrations.FS, now, log)
+// migrator is what migrations run on: the SQLite writer, or the one
+// PostgreSQL connection holding the migration lock.
+type migrator interface {
+	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func migrateFS(ctx context.Context, w *sql.DB, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
+// migrationsTable is schema_migrations in each engine's types.
+var migrationsTable = map[Engine]string{
+	EngineSQLite: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    INTEGER PRIMARY KEY,
+		name       TEXT    NOT NULL,
+		applied_at INTEGER NOT NULL
+	) STRICT`,
+	EnginePostgres: `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		name       TEXT   NOT NULL,
+		applied_at BIGINT NOT NULL
+	)`,
+}
+
+// migrateFS applies every migration of fsys not yet recorded in
+// schema_migrations, each in its own (on SQLite, IMMEDIATE) transaction
+// together with its record, so a crash leaves the schema at a whole
+// version.
+func migrateFS(ctx context.Context, w migrator, engine Engine, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
 	ms, err := loadMigrations(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	) STRICT`); err != nil {
+	if _, err := w.ExecContext(ctx, migrationsTable[engine]); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var newest sql.NullInt64
@@ -97,7 +110,7 @@ func migrateFS(ctx context.Context, w *sql.DB, fsys fs.FS, now func() time.Time,
 	return nil
 }
 
-func applyMigration(ctx context.Context, w *sql.DB, m migration, now func() time.Time) (applied bool, err error) {
+func applyMigration(ctx context.Context, w migrator, m migration, now func() time.Time) (applied bool, err error) {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("migration %04d_%s: begin: %w", m.version, m.name, err)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -76,7 +77,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		"0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
 		"0002_b.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); CREATE TABLE a (y INTEGER);`)}, // fails: a exists
 	}
-	if err := migrateFS(ctx, w, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
+	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
 		t.Fatalf("err = %v, want migration 0002 to fail", err)
 	}
 	versions := func() []int {
@@ -104,7 +105,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 	}
 	fsys["0002_b.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE b (x INTEGER);`)}
 	for range 2 {
-		if err := migrateFS(ctx, w, fsys, time.Now, log); err != nil {
+		if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -112,7 +113,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		t.Fatalf("recorded (-want +got):\n%s", diff)
 	}
 	delete(fsys, "0002_b.sql")
-	if err := migrateFS(ctx, w, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
 		t.Fatalf("older binary on a newer database: %v", err)
 	}
 }
@@ -186,11 +187,11 @@ func TestQueryPlans(t *testing.T) {
 		{"due", sqlDue, []string{"jobs_ready", "jobs_lease"}},
 		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
 		{"rescue", sqlRescue, []string{"jobs_lease"}},
-		{"claim", sqlClaim, []string{"jobs_ready"}},
-		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "INDEX jobs_pr (", "sqlite_autoindex_jobs_1"}},
+		{"claim", claimSQLite, []string{"jobs_ready"}},
+		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
-		{"supersede", sqlSupersede, []string{"INTEGER PRIMARY KEY"}},
-		{"cancel", sqlCancel, []string{"INDEX jobs_pr"}},
+		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
+		{"cancel", fmt.Sprintf(sqlCancel, jsonEach(EngineSQLite, "?5")), []string{"INDEX jobs_pr"}},
 		{"re-run job", sqlRerunJob, []string{"INTEGER PRIMARY KEY", "INDEX jobs_pr_updated ("}},
 		{"re-run job state", sqlRerunState, []string{"INTEGER PRIMARY KEY"}},
 		{"re-run head", sqlRerunHead, []string{"(repo=?", "INDEX jobs_pr_updated ("}},
@@ -253,7 +254,7 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateFS(ctx, w, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
+	if err := migrateFS(ctx, w, EngineSQLite, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"action":"opened","number":7}`)
@@ -311,7 +312,7 @@ func TestMigration0003AddsReruns(t *testing.T) {
 		}
 		old[name] = &fstest.MapFile{Data: b}
 	}
-	if err := migrateFS(ctx, w, old, time.Now, log); err != nil {
+	if err := migrateFS(ctx, w, EngineSQLite, old, time.Now, log); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := w.Exec(`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)

@@ -62,6 +62,9 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 }
 
 func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
+	if d.engine == EnginePostgres { // no body log: every body is in its row
+		return d.pruneRowBodies(ctx, cutoff, nil, res)
+	}
 	dir := d.bodies.dir
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -128,24 +131,7 @@ func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) er
 	for name := range locked {
 		drop = append(drop, name)
 	}
-	list, err := json.Marshal(drop)
-	if err != nil {
-		return err
-	}
-	now := d.nowMs()
-	err = d.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = x''
-			WHERE body_pruned_at IS NULL AND received_at < ?2
-			AND (body_segment IN (SELECT value FROM json_each(?3)) OR (body_segment IS NULL AND length(body) > 0))`,
-			now, cutoff, string(list))
-		if err != nil {
-			return err
-		}
-		n, err := r.RowsAffected()
-		res.Bodies = int(n)
-		return err
-	})
-	if err != nil {
+	if err := d.pruneRowBodies(ctx, cutoff, drop, res); err != nil {
 		return err
 	}
 	// The rows say "pruned" (durably: writeTx syncs) before any file goes.
@@ -160,6 +146,32 @@ func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) er
 		return syncDir(dir)
 	}
 	return nil
+}
+
+// pruneRowBodies marks the deliveries received before cutoff whose body
+// is in one of the segments drop (about to be deleted) or in their row
+// pruned, emptying the row's body.
+func (d *DB) pruneRowBodies(ctx context.Context, cutoff int64, drop []string, res *PruneResult) error {
+	if drop == nil {
+		drop = []string{}
+	}
+	list, err := json.Marshal(drop)
+	if err != nil {
+		return err
+	}
+	now := d.nowMs()
+	return d.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = ?4
+			WHERE body_pruned_at IS NULL AND received_at < ?2
+			AND (body_segment IN (SELECT value FROM `+jsonEach(d.engine, "?3")+`) OR (body_segment IS NULL AND length(body) > 0))`,
+			now, cutoff, string(list), []byte{})
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		res.Bodies = int(n)
+		return err
+	})
 }
 
 func (d *DB) pruneRuns(ctx context.Context, cutoff int64, res *PruneResult) error {

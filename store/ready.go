@@ -74,15 +74,25 @@ func (d *DB) refusal() error {
 		return ErrClosed
 	default:
 	}
-	return errors.Join(d.wal.failed(), d.bodies.failed())
+	return d.storageFailed()
 }
 
 func (d *DB) probeWrite(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, ReadyProbeTimeout)
 	defer cancel()
-	tx, err := d.w.BeginTx(ctx, nil) // BEGIN IMMEDIATE (_txlock)
+	tx, err := d.w.BeginTx(ctx, nil) // SQLite: BEGIN IMMEDIATE (_txlock)
 	if err != nil {
 		return fmt.Errorf("store write probe: %w", err)
+	}
+	if d.engine == EnginePostgres {
+		// A standby (or a primary demoted under us) answers reads only.
+		var standby bool
+		if err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil || standby {
+			if err == nil {
+				err = errors.New("the PostgreSQL server is a read-only standby")
+			}
+			return errors.Join(fmt.Errorf("store write probe: %w", err), rollback(tx))
+		}
 	}
 	if err := tx.Rollback(); err != nil {
 		return fmt.Errorf("store write probe: rollback: %w", err)

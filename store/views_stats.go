@@ -52,8 +52,9 @@ func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]validation.R
 // since by primary and shadow executor.
 func (d *DB) ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT r.executor, s.executor, COUNT(*),
-			TOTAL(s.outcome <> '' AND s.outcome = r.outcome), TOTAL(s.outcome = '' OR s.error <> ''),
-			TOTAL(s.steps_agreed), TOTAL(s.steps_total)
+			SUM(CASE WHEN s.outcome <> '' AND s.outcome = r.outcome THEN 1 ELSE 0 END),
+			SUM(CASE WHEN s.outcome = '' OR s.error <> '' THEN 1 ELSE 0 END),
+			SUM(s.steps_agreed), SUM(s.steps_total)
 		FROM shadow_telemetry s JOIN runs r ON r.id = s.run_id WHERE r.finished_at >= ?
 		GROUP BY r.executor, s.executor ORDER BY r.executor, s.executor`, ms(since))
 	if err != nil {

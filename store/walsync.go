@@ -118,10 +118,22 @@ func (w *walFile) close() error {
 // durable makes every commit so far durable: with SynchronousFull it
 // fsyncs the WAL; with SynchronousNormal there is nothing to wait for.
 func (d *DB) durable() error {
+	if d.engine == EnginePostgres { // the server synced the commit
+		return nil
+	}
 	if d.opts.Synchronous != SynchronousFull {
-		return errors.Join(d.wal.failed(), d.bodies.failed())
+		return d.storageFailed()
 	}
 	return d.wal.sync()
+}
+
+// storageFailed is why the store's own files refuse writes (a failed
+// fsync of the WAL or the body log), or nil; PostgreSQL has none.
+func (d *DB) storageFailed() error {
+	if d.engine == EnginePostgres {
+		return nil
+	}
+	return errors.Join(d.wal.failed(), d.bodies.failed())
 }
 
 // answer syncs the WAL and answers every delivery of a batch — with its
