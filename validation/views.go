@@ -108,11 +108,15 @@ type ShadowStep struct {
 type CostDay struct {
 	Day      string // 2006-01-02, UTC
 	Executor string
-	Lane     string // primary or shadow
+	Lane     string // primary, shadow or semantic
 	Spans    int
 	Priced   int      // spans with a known cost
 	USD      *float64 // sum of known costs; nil when no span had one
 	Seconds  float64  // wall time of all spans
+	// InputTokens and OutputTokens sum the semantic lane's token counts
+	// (0 for an executor's lane).
+	InputTokens  int64
+	OutputTokens int64
 }
 
 // JobQuery selects jobs by state, most recently updated first.
