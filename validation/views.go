@@ -59,8 +59,8 @@ type RunSummary struct {
 	Started  time.Time
 	Finished time.Time
 	Findings int
-	// USD is the known cost of the run's spans, both lanes; nil when no
-	// span had a price.
+	// USD is the known cost of the run's spans, every lane (the semantic
+	// review's model too); nil when no span had a price.
 	USD *float64
 }
 
