@@ -1,7 +1,8 @@
 // Package costs estimates what validation runs cost from rate cards and
-// elapsed wall-clock time, guards the E2B shadow lane's monthly budget,
-// and aggregates spend by executor and day. Costs are estimates, not
-// bills, and say so.
+// elapsed wall-clock time, and what the semantic review's model cost from
+// its token counts; it guards the E2B shadow lane's monthly budget and
+// aggregates spend by executor and day. Costs are estimates, not bills,
+// and say so.
 package costs
 
 import (
@@ -23,14 +24,30 @@ const (
 	ExecutorCFSandbox = "managed-cf-sandbox"
 )
 
-// Card is one executor's price per second of allocated resources.
+// Card is a rate card: an executor's price per second of allocated
+// resources, or, under a model card's key (ModelCardKey), a model's price
+// per million tokens. A card holds one pair or the other.
 type Card struct {
 	VCPUUsdPerSec      float64 `json:"vcpuUsdPerSec"`
 	MemoryGibUsdPerSec float64 `json:"memoryGibUsdPerSec"`
+	InputUsdPerMTok    float64 `json:"inputUsdPerMTok"`
+	OutputUsdPerMTok   float64 `json:"outputUsdPerMTok"`
 }
 
-// Cards are rate cards keyed by canonical executor name.
+// Cards are rate cards keyed by canonical executor name, and model cards
+// keyed by ModelCardKey.
 type Cards map[string]Card
+
+// ModelPrefix starts the key of a model card.
+const ModelPrefix = "model:"
+
+// UnknownModel names the model of a semantic span whose endpoint named
+// none; its key (model:unknown) is never priced and no card may claim it.
+const UnknownModel = "unknown"
+
+// ModelCardKey is the key of model's card, and the executor of its
+// semantic spans: "model:" + model, the name the endpoint answered with.
+func ModelCardKey(model string) string { return ModelPrefix + model }
 
 // BuiltinCards returns a fresh copy of the built-in cards.
 //
@@ -54,6 +71,10 @@ type Cards map[string]Card
 // use, so a wall-clock estimate at the full vCPU count is an upper bound
 // for CPU; memory is billed on provisioned size as estimated here. Disk,
 // egress, Workers and Durable Objects charges are not included.
+//
+// There are no built-in model cards: a model's price depends on its
+// provider and changes, so a model without a card in
+// GILF_VALIDATION_COST_RATES has a null cost, never 0.
 func BuiltinCards() Cards {
 	return Cards{
 		ExecutorE2B:       {VCPUUsdPerSec: 0.000014, MemoryGibUsdPerSec: 0.0000045},
@@ -84,10 +105,13 @@ func LoadCards(rates string) (Cards, error) {
 
 // ParseRates parses GILF_VALIDATION_COST_RATES: a JSON object keyed by
 // executor, each value an object with both vcpuUsdPerSec and
-// memoryGibUsdPerSec. An empty (or all-space) string means no overrides.
-// Invalid JSON, a non-object, trailing data, unknown or missing fields,
-// and negative or non-finite rates are errors naming the executor and
-// field. An override replaces the whole card.
+// memoryGibUsdPerSec; a key that starts with "model:" (ModelCardKey) is a
+// model card instead, with both inputUsdPerMTok and outputUsdPerMTok (USD
+// per million tokens) and neither per-second field. An empty (or
+// all-space) string means no overrides. Invalid JSON, a non-object,
+// trailing data, unknown, missing or other-kind fields, and negative or
+// non-finite rates are errors naming the key and field. An override
+// replaces the whole card.
 func ParseRates(s string) (Cards, error) {
 	if strings.TrimSpace(s) == "" {
 		return Cards{}, nil
@@ -106,9 +130,14 @@ func ParseRates(s string) (Cards, error) {
 	cards := Cards{}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(raw)) {
-		card, err := parseCard(raw[name])
-		if name == "" {
+		card, err := parseCard(name, raw[name])
+		switch name {
+		case "":
 			err = errors.Join(err, errors.New("empty executor name"))
+		case ModelPrefix:
+			err = errors.Join(err, errors.New("empty model name"))
+		case ModelCardKey(UnknownModel):
+			err = errors.Join(err, errors.New("reserved for the spans of an endpoint that named no model, which are never priced"))
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("GILF_VALIDATION_COST_RATES[%q]: %w", name, err))
@@ -127,9 +156,19 @@ func ParseRates(s string) (Cards, error) {
 const (
 	fieldVCPU   = "vcpuUsdPerSec"
 	fieldMemory = "memoryGibUsdPerSec"
+	fieldInput  = "inputUsdPerMTok"
+	fieldOutput = "outputUsdPerMTok"
 )
 
-func parseCard(msg json.RawMessage) (Card, error) {
+// parseCard parses the card under key: a model card's two token fields
+// when key starts with ModelPrefix, else an executor card's two
+// per-second fields.
+func parseCard(key string, msg json.RawMessage) (Card, error) {
+	kind, first, second := "an executor card", fieldVCPU, fieldMemory
+	model := strings.HasPrefix(key, ModelPrefix)
+	if model {
+		kind, first, second = "a model card", fieldInput, fieldOutput
+	}
 	if bytes.Equal(bytes.TrimSpace(msg), []byte("null")) {
 		return Card{}, errors.New("card is null")
 	}
@@ -139,8 +178,8 @@ func parseCard(msg json.RawMessage) (Card, error) {
 	}
 	var errs []error
 	for _, name := range slices.Sorted(maps.Keys(fields)) {
-		if name != fieldVCPU && name != fieldMemory {
-			errs = append(errs, fmt.Errorf("unknown field %q (want %s and %s)", name, fieldVCPU, fieldMemory))
+		if name != first && name != second {
+			errs = append(errs, fmt.Errorf("unknown field %q (%s has exactly %s and %s)", name, kind, first, second))
 		}
 	}
 	rate := func(field string) float64 {
@@ -160,7 +199,11 @@ func parseCard(msg json.RawMessage) (Card, error) {
 		}
 		return v
 	}
-	c := Card{VCPUUsdPerSec: rate(fieldVCPU), MemoryGibUsdPerSec: rate(fieldMemory)}
+	a, b := rate(first), rate(second)
+	c := Card{VCPUUsdPerSec: a, MemoryGibUsdPerSec: b}
+	if model {
+		c = Card{InputUsdPerMTok: a, OutputUsdPerMTok: b}
+	}
 	if err := errors.Join(errs...); err != nil {
 		return Card{}, err
 	}

@@ -62,6 +62,35 @@ func TestParseRates(t *testing.T) {
 		{name: "every bad card is named", in: `{"a":{"vcpuUsdPerSec":-1,"memoryGibUsdPerSec":1},"b":{"vcpuUsdPerSec":1,"memoryGibUsdPerSec":-2}}`,
 			wantErr: []string{`"a"`, `"b"`, "vcpuUsdPerSec", "memoryGibUsdPerSec"}},
 		{name: "empty executor name", in: `{"":{"vcpuUsdPerSec":1,"memoryGibUsdPerSec":1}}`, wantErr: []string{"empty executor name"}},
+		{name: "model card", in: `{"model:gpt-4.1-mini":{"inputUsdPerMTok":0.4,"outputUsdPerMTok":1.6}}`,
+			want: Cards{"model:gpt-4.1-mini": {InputUsdPerMTok: 0.4, OutputUsdPerMTok: 1.6}}},
+		{name: "free model card", in: `{"model:local-llm":{"inputUsdPerMTok":0,"outputUsdPerMTok":0}}`,
+			want: Cards{"model:local-llm": {}}},
+		{name: "executor and model cards side by side",
+			in:   `{"managed-e2b":{"vcpuUsdPerSec":1,"memoryGibUsdPerSec":2},"model:m":{"inputUsdPerMTok":3,"outputUsdPerMTok":4}}`,
+			want: Cards{"managed-e2b": {VCPUUsdPerSec: 1, MemoryGibUsdPerSec: 2}, "model:m": {InputUsdPerMTok: 3, OutputUsdPerMTok: 4}}},
+		{name: "model card missing a field", in: `{"model:m":{"inputUsdPerMTok":1}}`,
+			wantErr: []string{`"model:m"`, "outputUsdPerMTok: missing"}},
+		{name: "model card with per-second fields", in: `{"model:m":{"vcpuUsdPerSec":1,"memoryGibUsdPerSec":1}}`,
+			wantErr: []string{`"model:m"`, `unknown field "vcpuUsdPerSec"`, `unknown field "memoryGibUsdPerSec"`, "a model card has exactly inputUsdPerMTok and outputUsdPerMTok", "inputUsdPerMTok: missing"}},
+		{name: "model card with mixed fields", in: `{"model:m":{"inputUsdPerMTok":1,"outputUsdPerMTok":1,"vcpuUsdPerSec":1}}`,
+			wantErr: []string{`"model:m"`, `unknown field "vcpuUsdPerSec"`}},
+		{name: "executor card with token fields", in: `{"managed-e2b":{"vcpuUsdPerSec":1,"memoryGibUsdPerSec":1,"inputUsdPerMTok":1}}`,
+			wantErr: []string{`"managed-e2b"`, `unknown field "inputUsdPerMTok"`, "an executor card has exactly vcpuUsdPerSec and memoryGibUsdPerSec"}},
+		{name: "executor card of token fields only", in: `{"gpt-4.1-mini":{"inputUsdPerMTok":1,"outputUsdPerMTok":1}}`,
+			wantErr: []string{`"gpt-4.1-mini"`, "vcpuUsdPerSec: missing"}},
+		{name: "model card field case", in: `{"model:m":{"InputUsdPerMTok":1,"outputUsdPerMTok":1}}`,
+			wantErr: []string{`"model:m"`, `unknown field "InputUsdPerMTok"`}},
+		{name: "negative token rate", in: `{"model:m":{"inputUsdPerMTok":1,"outputUsdPerMTok":-1}}`,
+			wantErr: []string{`"model:m"`, "outputUsdPerMTok", "negative"}},
+		{name: "out of range token rate", in: `{"model:m":{"inputUsdPerMTok":1e999,"outputUsdPerMTok":1}}`,
+			wantErr: []string{`"model:m"`, "inputUsdPerMTok"}},
+		{name: "string token rate", in: `{"model:m":{"inputUsdPerMTok":"1","outputUsdPerMTok":1}}`,
+			wantErr: []string{`"model:m"`, "inputUsdPerMTok"}},
+		{name: "null model card", in: `{"model:m":null}`, wantErr: []string{`"model:m"`, "null"}},
+		{name: "empty model name", in: `{"model:":{"inputUsdPerMTok":1,"outputUsdPerMTok":1}}`, wantErr: []string{"empty model name"}},
+		{name: "model:unknown is reserved", in: `{"model:unknown":{"inputUsdPerMTok":1,"outputUsdPerMTok":1}}`,
+			wantErr: []string{`"model:unknown"`, "never priced"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -104,5 +133,16 @@ func TestLoadCardsOverrides(t *testing.T) {
 	}
 	if _, err := LoadCards("{"); err == nil {
 		t.Fatal("LoadCards accepted invalid JSON")
+	}
+}
+
+func TestModelCardKey(t *testing.T) {
+	if got := ModelCardKey("gpt-4.1-mini"); got != "model:gpt-4.1-mini" {
+		t.Fatalf("ModelCardKey = %q", got)
+	}
+	for name := range BuiltinCards() {
+		if strings.HasPrefix(name, ModelPrefix) {
+			t.Errorf("built-in model card %q: model prices vary by provider, so none is built in", name)
+		}
 	}
 }

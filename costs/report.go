@@ -18,6 +18,10 @@ type DayTotal struct {
 	// (they add nothing to USD).
 	Spans    int `json:"spans"`
 	Unpriced int `json:"unpriced"`
+	// InputTokens and OutputTokens sum the model spans' token counts (0
+	// for an executor).
+	InputTokens  int64 `json:"inputTokens,omitempty"`
+	OutputTokens int64 `json:"outputTokens,omitempty"`
 }
 
 // Aggregate sums spans by UTC day and executor, ordered by day then
@@ -35,6 +39,8 @@ func Aggregate(spans []Span) []DayTotal {
 			out = append(out, DayTotal{Day: key.day, Executor: key.exec})
 		}
 		out[i].Spans++
+		out[i].InputTokens += s.InputTokens
+		out[i].OutputTokens += s.OutputTokens
 		if s.USD == nil {
 			out[i].Unpriced++
 			continue
@@ -48,31 +54,41 @@ func Aggregate(spans []Span) []DayTotal {
 }
 
 // WriteText writes totals as the table `gilf costs` prints, with a total
-// line and the reminder that these are estimates.
+// line and the reminder that these are estimates, and how each was made.
 func WriteText(w io.Writer, totals []DayTotal) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DAY\tEXECUTOR\tRUNS\tUNPRICED\tEST. USD")
-	var sum float64
-	var spans, unpriced int
+	fmt.Fprintln(tw, "DAY\tEXECUTOR\tRUNS\tUNPRICED\tEST. USD\tTOKENS IN/OUT")
+	var sum DayTotal
 	for _, t := range totals {
 		amount := usd(t.USD)
 		if t.Spans > 0 && t.Unpriced == t.Spans {
 			amount = "no estimate" // never "$0.0000" for runs nobody priced
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, amount)
-		sum += t.USD
-		spans += t.Spans
-		unpriced += t.Unpriced
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, amount, tokens(t))
+		sum.USD += t.USD
+		sum.Spans += t.Spans
+		sum.Unpriced += t.Unpriced
+		sum.InputTokens += t.InputTokens
+		sum.OutputTokens += t.OutputTokens
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%s\n", spans, unpriced, usd(sum))
+	fmt.Fprintf(tw, "total\t\t%d\t%d\t%s\t%s\n", sum.Spans, sum.Unpriced, usd(sum.USD), tokens(sum))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write cost table: %w", err)
 	}
-	_, err := fmt.Fprintln(w, "Costs are estimates (estimate:wall-clock × rate card), not bills; unpriced runs have no card or no resource inputs.")
+	_, err := fmt.Fprintln(w, "Costs are estimates, not bills: executors by "+MethodWallClock+" × rate card, models by "+
+		MethodTokens+" × model card; unpriced runs have no card, no resource inputs or no token counts.")
 	if err != nil {
 		return fmt.Errorf("write cost table: %w", err)
 	}
 	return nil
+}
+
+// tokens shows a row's input/output tokens, "-" for a row of none.
+func tokens(t DayTotal) string {
+	if t.InputTokens == 0 && t.OutputTokens == 0 {
+		return "-"
+	}
+	return strconv.FormatInt(t.InputTokens, 10) + "/" + strconv.FormatInt(t.OutputTokens, 10)
 }
 
 func usd(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) }

@@ -143,6 +143,9 @@ type costJSON struct {
 	PricedSpans int      `json:"priced_spans"`
 	USD         *float64 `json:"usd"`
 	Seconds     float64  `json:"seconds"`
+	// The semantic lane's tokens, summed; 0 for an executor's lane.
+	InputTokens  int64 `json:"input_tokens"`
+	OutputTokens int64 `json:"output_tokens"`
 }
 
 type costsJSON struct {
@@ -163,7 +166,7 @@ func (h *Handler) apiCosts(r *http.Request) (any, error) {
 	out := costsJSON{Since: since.Format(time.DateOnly), Days: make([]costJSON, 0, len(rows))}
 	for _, c := range rows {
 		out.Days = append(out.Days, costJSON{Day: c.Day, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans,
-			PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds})
+			PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens})
 	}
 	return out, nil
 }

@@ -67,14 +67,17 @@ type marker struct {
 }
 
 type executorTotal struct {
-	Executor string
-	Spans    int
-	Priced   int
-	USD      *float64
-	Seconds  float64
+	Executor     string
+	Spans        int
+	Priced       int
+	USD          *float64
+	Seconds      float64
+	InputTokens  int64
+	OutputTokens int64
 }
 
-// totals sums the rows by executor, both lanes.
+// totals sums the rows by executor (a model, model:<name>, is one), every
+// lane.
 func totals(rows []validation.CostDay) []executorTotal {
 	var out []executorTotal
 	idx := map[string]int{}
@@ -89,6 +92,8 @@ func totals(rows []validation.CostDay) []executorTotal {
 		t.Spans += r.Spans
 		t.Priced += r.Priced
 		t.Seconds += r.Seconds
+		t.InputTokens += r.InputTokens
+		t.OutputTokens += r.OutputTokens
 		if r.USD != nil {
 			sum := *r.USD
 			if t.USD != nil {

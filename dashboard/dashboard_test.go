@@ -354,7 +354,8 @@ func TestPages(t *testing.T) {
 	}
 
 	costs := get("/dashboard/costs")
-	for _, want := range []string{"<svg", "<rect", `class="unknown"`, "managed-e2b", "crabbox", "unknown"} {
+	for _, want := range []string{"<svg", "<rect", `class="unknown"`, "managed-e2b", "crabbox", "unknown",
+		`<td data-label="Lane">semantic</td>`, "model:gpt-4.1-mini", "1234 in / 567 out"} {
 		if !strings.Contains(costs, want) {
 			t.Errorf("costs page lacks %q", want)
 		}
@@ -425,7 +426,8 @@ func TestAPI(t *testing.T) {
 		Shadow    map[string]any   `json:"shadow"`
 	}
 	getJSON("/api/v1/runs/"+strconv.FormatInt(f.failedRun, 10), &run)
-	if usd, ok := run.Run["usd"].(float64); !ok || math.Abs(usd-0.051) > 1e-9 || run.Record["outcome"] != "failed" || len(run.Record["steps"].([]any)) != 4 {
+	// Every lane's known cost: primary, shadow and the semantic review's model.
+	if usd, ok := run.Run["usd"].(float64); !ok || math.Abs(usd-(0.031+0.02+0.0014)) > 1e-9 || run.Record["outcome"] != "failed" || len(run.Record["steps"].([]any)) != 4 {
 		t.Errorf("run: %v / %v", run.Run, run.Record["outcome"])
 	}
 	if len(run.Artifacts) != 3 || run.Artifacts[0]["url"] != "https://evidence.example.com/acme/log.txt" ||
@@ -451,9 +453,12 @@ func TestAPI(t *testing.T) {
 	if _, err := time.Parse(time.DateOnly, costs.Since); err != nil || len(costs.Days) == 0 {
 		t.Fatalf("costs: %+v", costs)
 	}
-	sawNull := false
+	sawNull, sawModel := false, false
 	for _, d := range costs.Days {
-		for _, k := range []string{"day", "executor", "lane", "spans", "priced_spans", "usd", "seconds"} {
+		if d["lane"] == "semantic" {
+			sawModel = d["executor"] == "model:gpt-4.1-mini" && d["input_tokens"] == 1234.0 && d["output_tokens"] == 567.0 && d["usd"] == 0.0014
+		}
+		for _, k := range []string{"day", "executor", "lane", "spans", "priced_spans", "usd", "seconds", "input_tokens", "output_tokens"} {
 			if _, ok := d[k]; !ok {
 				t.Errorf("cost row lacks %q: %v", k, d)
 			}
@@ -467,6 +472,9 @@ func TestAPI(t *testing.T) {
 	}
 	if !sawNull {
 		t.Errorf("no unpriced cost row: %v", costs.Days)
+	}
+	if !sawModel {
+		t.Errorf("no semantic row with the model's tokens and cost: %v", costs.Days)
 	}
 
 	var jobs struct {

@@ -181,6 +181,8 @@ func (f *fixture) fill(t *testing.T) {
 		Spans: []store.CostSpan{
 			{Lane: store.LanePrimary, Executor: "managed-e2b", USD: ptr(0.031), Method: "estimate:wall-clock"},
 			{Lane: store.LaneShadow, Executor: "crabbox", USD: ptr(0.02), Method: "estimate:wall-clock"},
+			{Lane: store.LaneSemantic, Executor: "model:gpt-4.1-mini", InputTokens: ptr(int64(1234)), OutputTokens: ptr(int64(567)),
+				USD: ptr(0.0014), Method: "estimate:tokens"},
 		},
 		Shadow: &store.ShadowTelemetry{Executor: "crabbox", Outcome: validation.OutcomePassed, Wall: 51 * time.Second, USD: ptr(0.02),
 			Steps: []store.StepAgreement{{Step: "install", Primary: p, Shadow: p, Agree: true}, {Step: "lint", Primary: fl, Shadow: p}}},

@@ -162,6 +162,12 @@ func funcs() template.FuncMap {
 			}
 			return fmt.Sprintf("$%.4f", *v)
 		},
+		"tokens": func(in, out int64) string {
+			if in == 0 && out == 0 {
+				return "—" // an executor's row: no model, no tokens
+			}
+			return fmt.Sprintf("%d in / %d out", in, out)
+		},
 		"ms": func(v int64) string { return (time.Duration(v) * time.Millisecond).String() },
 		"dur": func(d time.Duration) string {
 			return d.Round(time.Millisecond).String()

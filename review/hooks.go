@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -48,12 +49,10 @@ func (s *Stages) AfterRun(ctx context.Context, j Job, res *Result, opts *RenderO
 func (s *Stages) price(res *Result, opts *RenderOptions) {
 	rec := res.Record
 	if rec.Executor != "" && !rec.Started.IsZero() {
-		span := s.Cards.Estimate(costs.Span{
+		addSpan(res, opts, s.Cards.Estimate(costs.Span{
 			Lane: costs.LanePrimary, Executor: rec.Executor,
 			Started: rec.Started, Finished: rec.Finished, VCPU: rec.VCPU, MemoryGiB: rec.MemoryGiB,
-		})
-		res.Spans = append(res.Spans, span)
-		opts.Costs = append(opts.Costs, costLine(span))
+		}))
 	}
 	if res.Shadow == nil {
 		return
@@ -66,21 +65,68 @@ func (s *Stages) price(res *Result, opts *RenderOptions) {
 	if finished.IsZero() {
 		finished = tel.ShadowStarted.Add(tel.ShadowWall)
 	}
-	span := s.Cards.Estimate(costs.Span{
+	addSpan(res, opts, s.Cards.Estimate(costs.Span{
 		Lane: costs.LaneShadow, Executor: tel.Shadow,
 		Started: tel.ShadowStarted, Finished: finished,
 		VCPU: tel.ShadowResources.VCPU, MemoryGiB: tel.ShadowResources.MemoryGiB,
-	})
+	}))
+}
+
+// SemanticPricer is a Hooks that also prices the semantic review's model
+// span. The model runs after AfterRun (SPEC §3: costs, then the semantic
+// review), so its span reaches the hooks on its own.
+type SemanticPricer interface {
+	PriceSemantic(res *Result, opts *RenderOptions, span costs.Span)
+}
+
+var _ SemanticPricer = (*Stages)(nil)
+
+// PriceSemantic prices the model's span by its tokens and adds it to the
+// result's spans and the review's cost table.
+func (s *Stages) PriceSemantic(res *Result, opts *RenderOptions, span costs.Span) {
+	addSpan(res, opts, s.Cards.EstimateTokens(span))
+}
+
+func addSpan(res *Result, opts *RenderOptions, span costs.Span) {
 	res.Spans = append(res.Spans, span)
 	opts.Costs = append(opts.Costs, costLine(span))
 }
 
 func costLine(s costs.Span) CostLine {
-	note := "estimate: wall-clock " + s.Finished.Sub(s.Started).Round(time.Millisecond).String()
-	if s.USD == nil {
-		note = "no estimate: no rate card or unknown vCPU/memory for " + s.Executor
+	line := CostLine{Lane: s.Lane, Executor: s.Executor, USD: s.USD}
+	switch {
+	case s.Lane == costs.LaneSemantic && s.USD != nil:
+		line.Note = fmt.Sprintf("estimate: %s input + %s output tokens", count(s.InputTokens), count(s.OutputTokens))
+	case s.Lane == costs.LaneSemantic && s.Executor == costs.ModelCardKey(costs.UnknownModel):
+		line.Note = "no estimate: the endpoint named no model"
+	case s.Lane == costs.LaneSemantic && s.InputTokens <= 0 && s.OutputTokens <= 0:
+		line.Note = "no estimate: the endpoint reported no token counts"
+	case s.Lane == costs.LaneSemantic:
+		line.Note = "no estimate: no rate card for " + s.Executor
+	case s.USD != nil:
+		line.Note = "estimate: wall-clock " + s.Finished.Sub(s.Started).Round(time.Millisecond).String()
+	default:
+		line.Note = "no estimate: no rate card or unknown vCPU/memory for " + s.Executor
 	}
-	return CostLine{Lane: s.Lane, Executor: s.Executor, USD: s.USD, Note: note}
+	return line
+}
+
+// count writes n with thousands separators: 1,234,567.
+func count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	if neg {
+		return "-" + b.String()
+	}
+	return b.String()
 }
 
 // evidence runs the artifact hook and lists what was stored or failed.

@@ -97,3 +97,11 @@ func abs(f float64) float64 {
 	}
 	return f
 }
+
+func TestCount(t *testing.T) {
+	for n, want := range map[int64]string{0: "0", 7: "7", 999: "999", 1000: "1,000", 1234: "1,234", 123456: "123,456", 1234567: "1,234,567", -1234: "-1,234"} {
+		if got := count(n); got != want {
+			t.Errorf("count(%d) = %q, want %q", n, got, want)
+		}
+	}
+}

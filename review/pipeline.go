@@ -215,8 +215,9 @@ type Result struct {
 	// posted.
 	Stale  bool
 	Shadow *ShadowReport
-	// Spans are the executor spans with their cost estimates (primary and
-	// shadow lanes), filled by the cost hook.
+	// Spans are the cost spans with their estimates: the executors'
+	// (primary and shadow lanes) and the semantic review's model, filled
+	// by the cost hook.
 	Spans []costs.Span
 	// Artifacts are the evidence the store accepted; UploadFailures those
 	// it did not (never shown as persisted).
@@ -271,6 +272,9 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		res.HookErrors = p.Hooks.AfterRun(ctx, j, &res, &opts)
 	}
 	sem := p.semantic(ctx, j, pr, v, &res.Record)
+	if sp, ok := p.Hooks.(SemanticPricer); ok && sem.span != nil {
+		sp.PriceSemantic(&res, &opts, *sem.span)
+	}
 	opts.Semantic = sem.section
 	opts.JobID = j.PublicationID()
 	opts.Internals = p.internals()

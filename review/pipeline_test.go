@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/executortest"
 	"github.com/gilf-review/gilf/validation"
@@ -450,6 +452,84 @@ func TestPipelineSemanticReview(t *testing.T) {
 			}
 			if got := len(g.posted[0].Comments); got != tt.wantComments {
 				t.Errorf("%d inline comments, want %d", got, tt.wantComments)
+			}
+		})
+	}
+}
+
+// The semantic review's model call becomes a cost span of the semantic
+// lane, priced by its tokens with the model's card, and a line of the
+// review's cost table; the record note keeps the token counts.
+func TestPipelineSemanticCostSpan(t *testing.T) {
+	passing := &executortest.Fake{ExecName: executors.NameManagedE2B}
+	cards := costs.Cards{costs.ModelCardKey("m1"): {InputUsdPerMTok: 0.4, OutputUsdPerMTok: 1.6}}
+	usage := TokenUsage{Model: "m1", PromptTokens: 1234, CompletionTokens: 567, TotalTokens: 1801}
+	priced := 1234/1e6*0.4 + 567/1e6*1.6
+	for _, tt := range []struct {
+		name     string
+		cards    costs.Cards
+		out      SemanticOutput
+		err      error
+		wantSpan bool
+		wantUSD  *float64
+		wantExec string
+		wantRow  string // the row of the cost table
+	}{
+		{"priced with the model's card", cards, SemanticOutput{Usage: usage}, nil, true, &priced, "model:m1",
+			"| semantic | `model:m1` | ≈ $0.0014 (estimate) | estimate: 1,234 input + 567 output tokens |"},
+		{"no card: no estimate, never $0", costs.Cards{}, SemanticOutput{Usage: usage}, nil, true, nil, "model:m1",
+			"| semantic | `model:m1` | no estimate | no estimate: no rate card for model:m1 |"},
+		{"a failed answer still spent its tokens", cards, SemanticOutput{Usage: usage}, errors.New("bad JSON"), true, &priced, "model:m1",
+			"| semantic | `model:m1` | ≈ $0.0014 (estimate) | estimate: 1,234 input + 567 output tokens |"},
+		{"a failure without usage has no span", cards, SemanticOutput{}, errors.New("503"), false, nil, "", ""},
+		{"no model named: model:unknown, never priced", cards, SemanticOutput{Usage: TokenUsage{PromptTokens: 10, CompletionTokens: 2}}, nil, true, nil, "model:unknown",
+			"| semantic | `model:unknown` | no estimate | no estimate: the endpoint named no model |"},
+		{"no token counts: no estimate", cards, SemanticOutput{Usage: TokenUsage{Model: "m1"}}, nil, true, nil, "model:m1",
+			"| semantic | `model:m1` | no estimate | no estimate: the endpoint reported no token counts |"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "index.js", Patch: "@@ -1 +1 @@\n-a\n+b"}}, manifest: `{"scripts":{"test":"node t.js"}}`}
+			p := newTestPipeline(t, g, executors.Set{passing})
+			p.Hooks = &Stages{Cards: tt.cards, Logger: slog.New(slog.DiscardHandler)}
+			p.Reviewer = &fakeReviewer{out: tt.out, err: tt.err}
+			before := time.Now()
+			res, err := p.Run(context.Background(), Job{ID: 3, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var sem []costs.Span
+			for _, s := range res.Spans {
+				if s.Lane == costs.LaneSemantic {
+					sem = append(sem, s)
+				}
+			}
+			body := g.posted[0].Body
+			if !tt.wantSpan {
+				if len(sem) != 0 || strings.Contains(body, "| semantic |") {
+					t.Fatalf("semantic spans %+v, want none", sem)
+				}
+				return
+			}
+			if len(sem) != 1 {
+				t.Fatalf("spans %+v, want one of the semantic lane", res.Spans)
+			}
+			s := sem[0]
+			if s.Executor != tt.wantExec || s.Method != costs.MethodTokens ||
+				s.InputTokens != int64(tt.out.Usage.PromptTokens) || s.OutputTokens != int64(tt.out.Usage.CompletionTokens) {
+				t.Errorf("span = %+v, want %s with the usage's tokens, by %s", s, tt.wantExec, costs.MethodTokens)
+			}
+			if s.Started.Before(before) || s.Finished.Before(s.Started) || s.Finished.After(time.Now()) {
+				t.Errorf("span times %v–%v are not around the call", s.Started, s.Finished)
+			}
+			if (s.USD == nil) != (tt.wantUSD == nil) || (s.USD != nil && math.Abs(*s.USD-*tt.wantUSD) > 1e-12) {
+				t.Errorf("USD = %v, want %v", s.USD, tt.wantUSD)
+			}
+			if !strings.Contains(body, tt.wantRow) || !strings.Contains(body, "Estimates from wall-clock time, the model's token counts and published rates") {
+				t.Errorf("cost table lacks %q:\n%s", tt.wantRow, body)
+			}
+			note := fmt.Sprintf("%d prompt and %d completion tokens", tt.out.Usage.PromptTokens, tt.out.Usage.CompletionTokens)
+			if tt.err == nil && !slices.ContainsFunc(res.Record.Notes, func(n string) bool { return strings.Contains(n, note) }) {
+				t.Errorf("record notes %q lack %q", res.Record.Notes, note)
 			}
 		})
 	}

@@ -2,9 +2,11 @@ package review
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -51,7 +53,7 @@ type EvidenceLine struct {
 // CostLine is one lane's cost estimate. A nil USD means no estimate (no
 // rate card, or missing inputs) and is shown as such, never as $0.00.
 type CostLine struct {
-	Lane     string // primary, shadow
+	Lane     string // primary, shadow, semantic
 	Executor string
 	USD      *float64
 	Note     string
@@ -409,13 +411,17 @@ func safeURL(u string) bool {
 	})
 }
 
-func writeCosts(b *strings.Builder, costs []CostLine) {
-	if len(costs) == 0 {
+func writeCosts(b *strings.Builder, lines []CostLine) {
+	if len(lines) == 0 {
 		return
 	}
-	b.WriteString("### Cost estimates\n\nEstimates from wall-clock time and published rates, not bills.\n\n")
+	basis := "wall-clock time"
+	if slices.ContainsFunc(lines, func(c CostLine) bool { return c.Lane == costs.LaneSemantic }) {
+		basis = "wall-clock time, the model's token counts"
+	}
+	b.WriteString("### Cost estimates\n\nEstimates from " + basis + " and published rates, not bills.\n\n")
 	b.WriteString("| Lane | Executor | Estimate | Note |\n|---|---|---|---|\n")
-	for _, c := range costs {
+	for _, c := range lines {
 		note := "—"
 		if c.Note != "" {
 			note = inline(c.Note)

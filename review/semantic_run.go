@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
+	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -34,6 +36,9 @@ type SemanticSection struct {
 type semanticResult struct {
 	section  *SemanticSection
 	comments []InlineComment
+	// span is the model call's, not yet priced; nil when the model was
+	// not asked, or failed without saying what it spent.
+	span *costs.Span
 }
 
 // semantic runs the model reviewer after validation, when one is
@@ -63,20 +68,26 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	for _, f := range v.files {
 		diff.Files = append(diff.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
 	}
+	started := time.Now()
 	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: diff, Record: *rec, Findings: rec.Findings, Memory: memory})
+	span := semanticSpan(out.Usage, started, time.Now())
 	sec.Model, sec.Notes = out.Usage.Model, out.Notes
 	if err != nil {
 		sec.Why = "the model's answer could not be used"
 		note(sec.Why)
 		p.Logger.Warn("semantic review failed", "job_id", j.ID, "err", err)
-		return semanticResult{section: sec}
+		res := semanticResult{section: sec}
+		if out.Usage.PromptTokens > 0 || out.Usage.CompletionTokens > 0 {
+			res.span = &span // the tokens were spent
+		}
+		return res
 	}
 	sec.Ran = true
 	onLines, body := InlineComments(out.Findings, diff)
 	for _, f := range body {
 		sec.Findings = append(sec.Findings, SanitizeModelFinding(f))
 	}
-	res := semanticResult{section: sec}
+	res := semanticResult{section: sec, span: &span}
 	for _, f := range onLines {
 		s := SanitizeModelFinding(f)
 		res.comments = append(res.comments, InlineComment{Path: f.Path, Line: f.Line,
@@ -86,6 +97,16 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines; %d prompt and %d completion tokens",
 		orUnknown(out.Usage.Model), len(out.Findings), len(onLines), out.Usage.PromptTokens, out.Usage.CompletionTokens))
 	return res
+}
+
+// semanticSpan is the model call's cost span, unpriced: its executor is
+// the model's card key (model:unknown when the endpoint named none).
+func semanticSpan(u TokenUsage, started, finished time.Time) costs.Span {
+	return costs.Span{
+		Lane: costs.LaneSemantic, Executor: costs.ModelCardKey(orUnknown(u.Model)),
+		Started: started, Finished: finished,
+		InputTokens: int64(u.PromptTokens), OutputTokens: int64(u.CompletionTokens),
+	}
 }
 
 func orUnknown(s string) string {

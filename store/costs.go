@@ -8,8 +8,9 @@ import (
 )
 
 // SpendSince sums the known (non-null) estimated cost of an executor's
-// spans, both lanes, that started at or after since. Unknown costs add
-// nothing: the sum is a floor, not a bill.
+// spans, every lane, that started at or after since. Unknown costs add
+// nothing: the sum is a floor, not a bill. A model's spans are its own
+// (executor model:<name>), never an executor's.
 func (d *DB) SpendSince(ctx context.Context, executor string, since time.Time) (float64, error) {
 	var usd float64
 	if err := d.r.QueryRowContext(ctx, `SELECT COALESCE(SUM(usd), 0) FROM cost_spans WHERE executor = ? AND started_at >= ?`,
@@ -28,13 +29,18 @@ type DayCost struct {
 	Priced   int      // spans with a known cost
 	USD      *float64 // sum of known costs; nil when no span had one
 	Seconds  float64  // wall time of all spans
+	// InputTokens and OutputTokens sum the known token counts of the
+	// semantic lane's spans (0 for an executor's lane).
+	InputTokens  int64
+	OutputTokens int64
 }
 
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT `+dayOf(d.engine, "started_at")+` AS day,
-			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0
+			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
+			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
 		since.UnixMilli())
 	if err != nil {
@@ -45,7 +51,7 @@ func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error)
 	for rows.Next() {
 		var c DayCost
 		var usd sql.NullFloat64
-		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds); err != nil {
+		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens); err != nil {
 			return nil, fmt.Errorf("costs by day: %w", err)
 		}
 		if usd.Valid {

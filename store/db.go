@@ -182,9 +182,9 @@ func (o Options) withDefaults() Options {
 // processes sharing one file.
 type DB struct {
 	engine   Engine
-	w        *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
-	r        *sql.DB // query-only pool
-	ck       *sql.DB // SQLite: one connection for WAL checkpoints
+	w        *sql.DB         // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
+	r        *sql.DB         // query-only pool
+	ck       *sql.DB         // SQLite: one connection for WAL checkpoints
 	listen   *pgx.ConnConfig // PostgreSQL: for LISTEN (postgres.go)
 	log      *slog.Logger
 	opts     Options

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -299,22 +300,7 @@ func TestMigration0003AddsReruns(t *testing.T) {
 	ctx := context.Background()
 	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	path := filepath.Join(t.TempDir(), "old.db")
-	w, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w.SetMaxOpenConns(1)
-	old := fstest.MapFS{}
-	for _, name := range []string{"0001_init.sql", "0002_delivery_body_log.sql"} {
-		b, err := fs.ReadFile(migrations.FS, name)
-		if err != nil {
-			t.Fatal(err)
-		}
-		old[name] = &fstest.MapFile{Data: b}
-	}
-	if err := migrateFS(ctx, w, EngineSQLite, old, time.Now, log); err != nil {
-		t.Fatal(err)
-	}
+	w := openAt(t, path, "0001_init.sql", "0002_delivery_body_log.sql")
 	if _, err := w.Exec(`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
 		VALUES (5, 'o/r', 7, 'abc', 'main', 'd-job', 'opened', 'queued', 1, 1, 1)`); err != nil {
 		t.Fatal(err)
@@ -333,5 +319,135 @@ func TestMigration0003AddsReruns(t *testing.T) {
 	j, ok, err := db.Claim(ctx, "w", time.Minute)
 	if err != nil || !ok || j.ID != 5 || j.Rerun != 0 {
 		t.Fatalf("claim after 0003 = %+v, %v, %v", j, ok, err)
+	}
+}
+
+// openAt makes a database at path with only the embedded migrations
+// named (in order), as an older binary left it, and returns its writer.
+func openAt(t *testing.T, path string, names ...string) *sql.DB {
+	t.Helper()
+	w, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.SetMaxOpenConns(1)
+	old := fstest.MapFS{}
+	for _, name := range names {
+		b, err := fs.ReadFile(migrations.FS, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		old[name] = &fstest.MapFile{Data: b}
+	}
+	if err := migrateFS(context.Background(), w, EngineSQLite, old, time.Now, slog.New(slog.DiscardHandler)); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+// TestMigration0005AddsSemanticSpans: cost spans written under schema 4
+// read back the same after migration 0005 rebuilt the table (tokens
+// NULL), its indexes and its checks stand, and a semantic span with its
+// tokens is recorded after it.
+func TestMigration0005AddsSemanticSpans(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	w := openAt(t, path, "0001_init.sql", "0002_delivery_body_log.sql", "0003_job_reruns.sql", "0004_retention.sql")
+	for _, q := range []string{
+		`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+			VALUES (5, 'o/r', 7, 'abc', 'main', 'd-5', 'opened', 'done', 1, 1, 1)`,
+		`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+			VALUES (6, 'o/r', 8, 'def', 'main', 'd-6', 'opened', 'queued', 1, 1, 1)`,
+		`INSERT INTO runs (id, job_id, lease_gen, outcome, record, started_at, finished_at) VALUES (9, 5, 1, 'passed', '{}', 1000, 4000)`,
+		`INSERT INTO cost_spans (id, job_id, run_id, lane, executor, started_at, finished_at, vcpu, memory_gib, usd, method)
+			VALUES (1, 5, 9, 'primary', 'managed-e2b', 1000, 4000, 2.0, 4.0, 0.25, 'estimate:wall-clock')`,
+		`INSERT INTO cost_spans (id, job_id, run_id, lane, executor, started_at, finished_at, method)
+			VALUES (2, 5, 9, 'shadow', 'self-host', 1000, 6000, 'estimate:wall-clock')`,
+		`INSERT INTO cost_spans (id, job_id, lane, executor, started_at, finished_at) VALUES (3, 5, 'primary', 'local', 1000, 1000)`,
+	} {
+		if _, err := w.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if _, err := w.Exec(`INSERT INTO cost_spans (job_id, lane, executor, started_at, finished_at) VALUES (5, 'semantic', 'model:m', 1, 1)`); err == nil {
+		t.Fatal("schema 4 accepted a semantic span")
+	}
+	dump := func(db *sql.DB) []string {
+		t.Helper()
+		rows, err := db.Query(`SELECT id, job_id, run_id, lane, executor, started_at, finished_at, vcpu, memory_gib, usd, method
+			FROM cost_spans ORDER BY id`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []string
+		for rows.Next() {
+			var c [11]any
+			ptrs := make([]any, len(c))
+			for i := range c {
+				ptrs[i] = &c[i]
+			}
+			if err := rows.Scan(ptrs...); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, fmt.Sprint(c))
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	before := dump(w)
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(ctx, path, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if v, err := db.SchemaVersion(ctx); err != nil || v < 5 {
+		t.Fatalf("schema version %d, %v; want 5 or later", v, err)
+	}
+	if d := cmp.Diff(before, dump(db.w)); d != "" {
+		t.Fatalf("spans after 0005 (-before +after):\n%s", d)
+	}
+	var untokened, indexes int
+	if err := db.w.QueryRow(`SELECT COUNT(*) FROM cost_spans WHERE input_tokens IS NULL AND output_tokens IS NULL`).Scan(&untokened); err != nil || untokened != 3 {
+		t.Fatalf("old spans with no tokens = %d, %v; want 3", untokened, err)
+	}
+	if err := db.w.QueryRow(`SELECT COUNT(*) FROM sqlite_schema WHERE type = 'index' AND tbl_name = 'cost_spans'
+		AND name IN ('cost_spans_executor', 'cost_spans_started')`).Scan(&indexes); err != nil || indexes != 2 {
+		t.Fatalf("cost_spans indexes = %d, %v; want both", indexes, err)
+	}
+	for _, bad := range []string{
+		`INSERT INTO cost_spans (job_id, lane, executor, started_at, finished_at) VALUES (5, 'bogus', 'x', 1, 1)`,                          // the lane CHECK
+		`INSERT INTO cost_spans (job_id, lane, executor, started_at, finished_at) VALUES (42, 'primary', 'x', 1, 1)`,                       // the job's foreign key
+		`INSERT INTO cost_spans (job_id, lane, executor, started_at, finished_at, input_tokens) VALUES (5, 'semantic', 'x', 1, 1, 'many')`, // STRICT
+	} {
+		if _, err := db.w.Exec(bad); err == nil {
+			t.Errorf("accepted after 0005: %s", bad)
+		}
+	}
+	j, ok, err := db.Claim(ctx, "w", time.Minute)
+	if err != nil || !ok || j.ID != 6 {
+		t.Fatalf("claim after 0005 = %+v, %v, %v", j, ok, err)
+	}
+	in, out, usd := int64(1200), int64(80), 0.001
+	start := time.UnixMilli(10_000)
+	if _, err := db.Finish(ctx, j.Lease, RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}, Spans: []CostSpan{{
+		Lane: LaneSemantic, Executor: "model:m", Started: start, Finished: start.Add(time.Second),
+		InputTokens: &in, OutputTokens: &out, USD: &usd, Method: "estimate:tokens",
+	}}}); err != nil {
+		t.Fatalf("finish with a semantic span after 0005: %v", err)
+	}
+	days, err := db.CostsByDay(ctx, time.UnixMilli(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(days, func(d DayCost) bool {
+		return d.Lane == LaneSemantic && d.Executor == "model:m" && d.InputTokens == 1200 && d.OutputTokens == 80
+	}) {
+		t.Fatalf("CostsByDay after 0005 = %+v, want the semantic span with its tokens", days)
 	}
 }

@@ -30,25 +30,33 @@ type Artifact struct {
 	Err    string // why the upload failed
 }
 
-// Lane says which lane a cost span belongs to.
+// Lane says which lane a cost span belongs to; the cost_spans CHECK
+// allows these values only.
 type Lane string
 
 const (
 	LanePrimary Lane = "primary"
 	LaneShadow  Lane = "shadow"
+	// LaneSemantic is the semantic review's model call: its Executor is
+	// the model's card key (model:<name>), its cost from its tokens.
+	LaneSemantic Lane = "semantic"
 )
 
-// CostSpan is the time an executor was held, with its estimated cost.
-// Nil VCPU, MemoryGiB or USD mean unknown, never zero.
+// CostSpan is the time an executor was held, or a model call of the
+// semantic lane with its tokens, with its estimated cost. Nil VCPU,
+// MemoryGiB, InputTokens, OutputTokens or USD mean unknown (or not
+// this kind of span), never zero.
 type CostSpan struct {
-	Lane      Lane
-	Executor  string
-	Started   time.Time
-	Finished  time.Time
-	VCPU      *float64
-	MemoryGiB *float64
-	USD       *float64
-	Method    string // e.g. "estimate:wall-clock"
+	Lane         Lane
+	Executor     string
+	Started      time.Time
+	Finished     time.Time
+	VCPU         *float64
+	MemoryGiB    *float64
+	InputTokens  *int64
+	OutputTokens *int64
+	USD          *float64
+	Method       string // e.g. "estimate:wall-clock", "estimate:tokens"
 }
 
 // StepAgreement compares one step of the primary and the shadow lane.
@@ -161,9 +169,9 @@ func insertRun(ctx context.Context, tx *sql.Tx, l Lease, run RunRecord) (int64, 
 	}
 	for i, s := range run.Spans {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO cost_spans (job_id, run_id, lane, executor, started_at,
-				finished_at, vcpu, memory_gib, usd, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			l.JobID, runID, string(s.Lane), s.Executor, ms(s.Started), ms(s.Finished), s.VCPU, s.MemoryGiB, s.USD,
-			s.Method); err != nil {
+				finished_at, vcpu, memory_gib, input_tokens, output_tokens, usd, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+			l.JobID, runID, string(s.Lane), s.Executor, ms(s.Started), ms(s.Finished), s.VCPU, s.MemoryGiB,
+			s.InputTokens, s.OutputTokens, s.USD, s.Method); err != nil {
 			return 0, fmt.Errorf("insert cost span %d: %w", i, err)
 		}
 	}

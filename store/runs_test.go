@@ -42,6 +42,8 @@ func TestFinishRecordsEverything(t *testing.T) {
 		Spans: []store.CostSpan{
 			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), VCPU: ptr(2.0), MemoryGiB: ptr(4.0), USD: ptr(0.25), Method: "estimate:wall-clock"},
 			{Lane: store.LaneShadow, Executor: "self-host", Started: start, Finished: start.Add(5 * time.Second), Method: "estimate:wall-clock"},
+			{Lane: store.LaneSemantic, Executor: "model:gpt-4.1-mini", Started: start.Add(3 * time.Second), Finished: start.Add(5 * time.Second),
+				InputTokens: ptr(int64(1234)), OutputTokens: ptr(int64(567)), USD: ptr(0.5), Method: "estimate:tokens"},
 		},
 		Shadow: &store.ShadowTelemetry{Executor: "self-host", Outcome: validation.OutcomeFailed, Wall: 5 * time.Second,
 			Steps: []store.StepAgreement{{Step: "test", Primary: validation.StatusFailed, Shadow: validation.StatusFailed, Agree: true}, {Step: "lint", Primary: validation.StatusNotRun, Shadow: validation.StatusPassed}}},
@@ -60,12 +62,15 @@ func TestFinishRecordsEverything(t *testing.T) {
 		return n
 	}
 	for q, want := range map[string]int{
-		`SELECT COUNT(*) FROM steps WHERE run_id = ?`:                                                     3,
-		`SELECT COUNT(*) FROM steps WHERE run_id = ? AND exit_code IS NULL`:                               1,
-		`SELECT COUNT(*) FROM findings WHERE run_id = ? AND execution_claim = 1`:                          1,
-		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND status = 'persisted'`:                        1,
-		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND error = 's3: 503 SlowDown'`:                  1,
-		`SELECT COUNT(*) FROM cost_spans WHERE run_id = ? AND usd IS NULL`:                                1,
+		`SELECT COUNT(*) FROM steps WHERE run_id = ?`:                                                      3,
+		`SELECT COUNT(*) FROM steps WHERE run_id = ? AND exit_code IS NULL`:                                1,
+		`SELECT COUNT(*) FROM findings WHERE run_id = ? AND execution_claim = 1`:                           1,
+		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND status = 'persisted'`:                         1,
+		`SELECT COUNT(*) FROM artifacts WHERE run_id = ? AND error = 's3: 503 SlowDown'`:                   1,
+		`SELECT COUNT(*) FROM cost_spans WHERE run_id = ? AND usd IS NULL`:                                 1,
+		`SELECT COUNT(*) FROM cost_spans WHERE run_id = ? AND input_tokens IS NULL AND lane <> 'semantic'`: 2,
+		`SELECT COUNT(*) FROM cost_spans WHERE run_id = ? AND lane = 'semantic' AND executor = 'model:gpt-4.1-mini'
+			AND input_tokens = 1234 AND output_tokens = 567 AND usd = 0.5 AND method = 'estimate:tokens'`: 1,
 		`SELECT COUNT(*) FROM shadow_telemetry WHERE run_id = ? AND steps_agreed = 1 AND steps_total = 2`: 1,
 	} {
 		if got := count(q, runID); got != want {
@@ -87,10 +92,14 @@ func TestFinishRecordsEverything(t *testing.T) {
 		t.Fatalf("job: %s", st.State)
 	}
 
-	// Costs: the null span adds nothing and is counted as unpriced.
+	// Costs: the null span adds nothing and is counted as unpriced; the
+	// model's span is its own, never the executor's (the e2b budget).
 	spend, err := db.SpendSince(ctx, "managed-e2b", start)
 	if err != nil || spend != 0.25 {
 		t.Fatalf("SpendSince = %v, %v; want 0.25", spend, err)
+	}
+	if spend, err := db.SpendSince(ctx, "model:gpt-4.1-mini", start); err != nil || spend != 0.5 {
+		t.Fatalf("SpendSince of the model = %v, %v; want 0.5", spend, err)
 	}
 	if spend, err := db.SpendSince(ctx, "managed-e2b", start.Add(time.Millisecond)); err != nil || spend != 0 {
 		t.Fatalf("SpendSince after the span = %v, %v; want 0", spend, err)
@@ -101,6 +110,8 @@ func TestFinishRecordsEverything(t *testing.T) {
 	}
 	want := []store.DayCost{
 		{Day: "2026-03-01", Executor: "managed-e2b", Lane: store.LanePrimary, Spans: 1, Priced: 1, USD: ptr(0.25), Seconds: 3},
+		{Day: "2026-03-01", Executor: "model:gpt-4.1-mini", Lane: store.LaneSemantic, Spans: 1, Priced: 1, USD: ptr(0.5), Seconds: 2,
+			InputTokens: 1234, OutputTokens: 567},
 		{Day: "2026-03-01", Executor: "self-host", Lane: store.LaneShadow, Spans: 1, Priced: 0, USD: nil, Seconds: 5},
 	}
 	if diff := cmp.Diff(want, days); diff != "" {

@@ -18,7 +18,7 @@ func (d *DB) CostDays(ctx context.Context, since time.Time) ([]validation.CostDa
 	out := make([]validation.CostDay, 0, len(days))
 	for _, c := range days {
 		out = append(out, validation.CostDay{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
-			Priced: c.Priced, USD: c.USD, Seconds: c.Seconds})
+			Priced: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens})
 	}
 	return out, nil
 }

@@ -59,8 +59,8 @@ type RunSummary struct {
 	Started  time.Time
 	Finished time.Time
 	Findings int
-	// USD is the known cost of the run's spans, both lanes; nil when no
-	// span had a price.
+	// USD is the known cost of the run's spans, every lane (the semantic
+	// review's model too); nil when no span had a price.
 	USD *float64
 }
 
@@ -108,11 +108,15 @@ type ShadowStep struct {
 type CostDay struct {
 	Day      string // 2006-01-02, UTC
 	Executor string
-	Lane     string // primary or shadow
+	Lane     string // primary, shadow or semantic
 	Spans    int
 	Priced   int      // spans with a known cost
 	USD      *float64 // sum of known costs; nil when no span had one
 	Seconds  float64  // wall time of all spans
+	// InputTokens and OutputTokens sum the semantic lane's token counts
+	// (0 for an executor's lane).
+	InputTokens  int64
+	OutputTokens int64
 }
 
 // JobQuery selects jobs by state, most recently updated first.

@@ -328,11 +328,16 @@ func runRecord(res review.Result) store.RunRecord {
 	return run
 }
 
-// costSpan converts a priced span; unknown inputs and costs stay nil,
-// never zero.
+// costSpan converts a priced span; unknown inputs, token counts and
+// costs stay nil, never zero (a model span with one count of 0 beside a
+// known other keeps both).
 func costSpan(s costs.Span) store.CostSpan {
 	out := store.CostSpan{Lane: store.Lane(s.Lane), Executor: s.Executor, Started: s.Started, Finished: s.Finished,
 		USD: s.USD, Method: s.Method}
+	if s.InputTokens > 0 || s.OutputTokens > 0 {
+		in, outTok := s.InputTokens, s.OutputTokens
+		out.InputTokens, out.OutputTokens = &in, &outTok
+	}
 	if s.VCPU > 0 {
 		v := s.VCPU
 		out.VCPU = &v

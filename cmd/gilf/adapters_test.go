@@ -237,6 +237,9 @@ func TestServeRunRecord(t *testing.T) {
 			{Lane: costs.LanePrimary, Executor: "local", Started: t0, Finished: t0.Add(2 * time.Second), Method: costs.MethodWallClock},
 			{Lane: costs.LaneShadow, Executor: "managed-e2b", Started: t0, Finished: t0.Add(4 * time.Second), VCPU: 2, MemoryGiB: 0.5,
 				USD: &usd, Method: costs.MethodWallClock},
+			{Lane: costs.LaneSemantic, Executor: "model:m", Started: t0, Finished: t0.Add(time.Second), InputTokens: 1200, OutputTokens: 0,
+				USD: &usd, Method: costs.MethodTokens},
+			{Lane: costs.LaneSemantic, Executor: "model:m", Started: t0, Finished: t0.Add(time.Second), Method: costs.MethodTokens},
 		},
 		Artifacts: []evidence.Stored{{Kind: evidence.KindTestOutput, Step: "test", Name: "test.log", BodyBytes: 120, BodySHA256: "ab",
 			Ref: validation.EvidenceRef{Kind: "test-output", Key: "review-artifacts/o%2Fr/sha/evidence/job-1/test-output/test.log"}}},
@@ -244,12 +247,18 @@ func TestServeRunRecord(t *testing.T) {
 	}
 	got := runRecord(res)
 	two, half := 2.0, 0.5
+	in, zero := int64(1200), int64(0)
 	want := store.RunRecord{
 		Record: res.Record,
 		Spans: []store.CostSpan{
 			{Lane: store.LanePrimary, Executor: "local", Started: t0, Finished: t0.Add(2 * time.Second), Method: costs.MethodWallClock},
 			{Lane: store.LaneShadow, Executor: "managed-e2b", Started: t0, Finished: t0.Add(4 * time.Second), VCPU: &two, MemoryGiB: &half,
 				USD: &usd, Method: costs.MethodWallClock},
+			// Known counts are kept, a 0 beside a known other too; none
+			// reported stays nil, never 0.
+			{Lane: store.LaneSemantic, Executor: "model:m", Started: t0, Finished: t0.Add(time.Second), InputTokens: &in, OutputTokens: &zero,
+				USD: &usd, Method: costs.MethodTokens},
+			{Lane: store.LaneSemantic, Executor: "model:m", Started: t0, Finished: t0.Add(time.Second), Method: costs.MethodTokens},
 		},
 		Artifacts: []store.Artifact{
 			{Key: "review-artifacts/o%2Fr/sha/evidence/job-1/test-output/test.log", Kind: "test-output", Bytes: 120, SHA256: "ab", Status: store.ArtifactPersisted},

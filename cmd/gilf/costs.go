@@ -89,14 +89,18 @@ type costRow struct {
 	Unpriced int      `json:"unpriced"`
 	USD      *float64 `json:"usd"` // null: no run of the row had an estimate
 	Seconds  float64  `json:"seconds"`
-	Method   string   `json:"method"`
+	// InputTokens and OutputTokens are the semantic lane's, summed.
+	InputTokens  int64  `json:"inputTokens,omitempty"`
+	OutputTokens int64  `json:"outputTokens,omitempty"`
+	Method       string `json:"method"` // estimate:wall-clock, or estimate:tokens for the semantic lane
 }
 
 func writeCosts(w io.Writer, rows []store.DayCost, asJSON bool) error {
 	out := make([]costRow, 0, len(rows))
 	for _, r := range rows {
 		out = append(out, costRow{Day: r.Day, Executor: r.Executor, Lane: string(r.Lane), Runs: r.Spans,
-			Unpriced: r.Spans - r.Priced, USD: r.USD, Seconds: r.Seconds, Method: costs.MethodWallClock})
+			Unpriced: r.Spans - r.Priced, USD: r.USD, Seconds: r.Seconds,
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Method: costs.MethodFor(string(r.Lane))})
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -105,7 +109,8 @@ func writeCosts(w io.Writer, rows []store.DayCost, asJSON bool) error {
 	}
 	totals := make([]costs.DayTotal, 0, len(out))
 	for _, r := range out {
-		t := costs.DayTotal{Day: r.Day, Executor: r.Executor + " (" + r.Lane + ")", Spans: r.Runs, Unpriced: r.Unpriced}
+		t := costs.DayTotal{Day: r.Day, Executor: r.Executor + " (" + r.Lane + ")", Spans: r.Runs, Unpriced: r.Unpriced,
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
 		if r.USD != nil {
 			t.USD = *r.USD
 		}

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
@@ -45,10 +47,13 @@ func TestCostsCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	now := time.Now().UTC()
-	usd := 0.0046
+	usd, modelUSD := 0.0046, 0.0014
+	in, out := int64(1234), int64(567)
 	for i, spans := range [][]store.CostSpan{
 		{{Lane: store.LanePrimary, Executor: costs.ExecutorE2B, Started: now.Add(-time.Minute), Finished: now, USD: &usd, Method: costs.MethodWallClock}},
-		{{Lane: store.LanePrimary, Executor: "local", Started: now.Add(-time.Minute), Finished: now, Method: costs.MethodWallClock}},
+		{{Lane: store.LanePrimary, Executor: "local", Started: now.Add(-time.Minute), Finished: now, Method: costs.MethodWallClock},
+			{Lane: store.LaneSemantic, Executor: "model:m", Started: now.Add(-time.Second), Finished: now,
+				InputTokens: &in, OutputTokens: &out, USD: &modelUSD, Method: costs.MethodTokens}},
 	} {
 		sha := strings.Repeat(string(rune('a'+i)), 40)
 		if _, err := db.RecordDelivery(ctx, validation.Delivery{ID: "d-" + sha[:8], Event: "pull_request", Action: "opened",
@@ -79,7 +84,8 @@ func TestCostsCommand(t *testing.T) {
 	if code := run(ctx, env(&text), []string{"costs"}); code != exitOK {
 		t.Fatalf("gilf costs exited %d: %s", code, text.String())
 	}
-	for _, want := range []string{"managed-e2b (primary)", "$0.0046", "local (primary)", "no estimate", "estimates"} {
+	for _, want := range []string{"managed-e2b (primary)", "$0.0046", "local (primary)", "no estimate", "estimates",
+		"model:m (semantic)", "$0.0014", "1234/567", "estimate:tokens"} {
 		if !strings.Contains(text.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, text.String())
 		}
@@ -92,12 +98,22 @@ func TestCostsCommand(t *testing.T) {
 	if err := json.Unmarshal(js.Bytes(), &rows); err != nil {
 		t.Fatalf("json: %v\n%s", err, js.String())
 	}
-	if len(rows) != 2 {
+	if len(rows) != 3 {
 		t.Fatalf("rows = %+v", rows)
 	}
 	for _, r := range rows {
 		if (r.Executor == "local") != (r.USD == nil) {
 			t.Errorf("row %+v: a local run has no estimate (null), an e2b one has a number", r)
+		}
+		want := costRow{Day: r.Day, Executor: r.Executor, Lane: "primary", Runs: 1, USD: r.USD, Seconds: r.Seconds, Method: costs.MethodWallClock}
+		switch r.Executor {
+		case "local":
+			want.Unpriced = 1
+		case "model:m":
+			want.Lane, want.InputTokens, want.OutputTokens, want.Method = "semantic", 1234, 567, costs.MethodTokens
+		}
+		if d := cmp.Diff(want, r); d != "" {
+			t.Errorf("row (-want +got):\n%s", d)
 		}
 	}
 	var bad bytes.Buffer

@@ -1,6 +1,10 @@
 package main
 
 import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -40,7 +44,9 @@ func TestServeE2ESemanticReview(t *testing.T) {
 	dataDir := t.TempDir()
 	p := startServe(t, serveEnv(t, srv, key, dataDir,
 		"GILF_SEMANTIC_REVIEW_URL="+model.URL, "GILF_SEMANTIC_REVIEW_MODEL=test-model",
-		"GILF_SEMANTIC_REVIEW_API_KEY=sk-test-semantic-key-0123456789"))
+		"GILF_SEMANTIC_REVIEW_API_KEY=sk-test-semantic-key-0123456789",
+		// $2 per million input tokens, $8 per million output tokens.
+		`GILF_VALIDATION_COST_RATES={"model:test-model":{"inputUsdPerMTok":2,"outputUsdPerMTok":8}}`))
 	db := openStore(t, dataDir)
 	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
@@ -99,7 +105,46 @@ func TestServeE2ESemanticReview(t *testing.T) {
 	if len(checks) != 1 || checks[0]["conclusion"] != "neutral" {
 		t.Errorf("check runs %v: the validation (inconclusive, neutral) decides the conclusion, not the model", checks)
 	}
+	// The model call is a cost span of the semantic lane, priced by its
+	// tokens: 1200 × $2/M + 80 × $8/M = $0.00304.
+	if row := "| semantic | `model:test-model` | ≈ $0.0030 (estimate) | estimate: 1,200 input + 80 output tokens |"; !strings.Contains(summary, row) {
+		t.Errorf("the summary's cost table lacks %q:\n%s", row, summary)
+	}
+	var out bytes.Buffer
+	env := Env{Stdout: &out, Stderr: &out, Getenv: func(k string) string {
+		if k == "GILF_DATA_DIR" {
+			return dataDir
+		}
+		return ""
+	}}
+	if code := run(t.Context(), env, []string{"costs", "--json", "--since", "24h"}); code != exitOK {
+		t.Fatalf("gilf costs --json exited %d: %s", code, out.String())
+	}
+	var rows []costRow
+	if err := json.Unmarshal(out.Bytes(), &rows); err != nil {
+		t.Fatalf("gilf costs --json: %v\n%s", err, out.String())
+	}
+	var semantic []costRow
+	for _, r := range rows {
+		if r.Lane == "semantic" {
+			semantic = append(semantic, r)
+		}
+	}
+	if len(semantic) != 1 {
+		t.Fatalf("gilf costs rows %+v, want one of the semantic lane", rows)
+	}
+	if r := semantic[0]; r.Executor != "model:test-model" || r.Runs != 1 || r.Unpriced != 0 || r.InputTokens != 1200 || r.OutputTokens != 80 ||
+		r.Method != "estimate:tokens" || r.USD == nil || math.Abs(*r.USD-0.00304) > 1e-12 {
+		t.Errorf("semantic cost row %+v (usd %v), want model:test-model, 1200/80 tokens, $0.00304 by estimate:tokens", r, fmtUSD(r.USD))
+	}
 	if strings.Contains(p.stderr.String(), "sk-test-semantic-key") {
 		t.Errorf("the model's API key reached the log")
 	}
+}
+
+func fmtUSD(p *float64) string {
+	if p == nil {
+		return "null"
+	}
+	return fmt.Sprint(*p)
 }
