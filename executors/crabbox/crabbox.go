@@ -12,13 +12,13 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/internal/cmdrun"
 	"github.com/gilf-review/gilf/executors/internal/remote"
+	"github.com/gilf-review/gilf/internal/logtail"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -233,7 +233,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		Now:            time.Now,
 	})
 	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
-	stderr := &tailBuffer{limit: StderrTailBytes}
+	stderr := logtail.New(StderrTailBytes)
 	pr := cmdrun.Run(ctx, cmdrun.Spec{
 		Argv:      Argv(e.opts.Bin, orDefault(req.Run.CrabboxProvider, e.opts.Provider), orDefault(req.Run.CrabboxClass, e.opts.Class), shellName),
 		Env:       e.env,
@@ -288,7 +288,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if !exited {
 		return res, fmt.Errorf("crabbox: wait: %w", pr.WaitErr)
 	}
-	errTail := stderr.bytes()
+	errTail := stderr.Bytes()
 	timing, terr := ParseTiming(errTail)
 	switch {
 	case signal != "":
@@ -383,34 +383,6 @@ func prepare(ctx context.Context, tmp string, req executors.Request) (work, shel
 		return "", "", "", nil, fmt.Errorf("crabbox: write shell: %w", werr)
 	}
 	return work, shellName, nonce, removed, nil
-}
-
-// tailBuffer keeps the last limit bytes written to it.
-type tailBuffer struct {
-	mu    sync.Mutex
-	limit int
-	buf   []byte
-}
-
-func (t *tailBuffer) Write(b []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := len(b)
-	if len(b) >= t.limit {
-		t.buf = append(t.buf[:0], b[len(b)-t.limit:]...)
-		return n, nil
-	}
-	t.buf = append(t.buf, b...)
-	if over := len(t.buf) - t.limit; over > 0 {
-		t.buf = append(t.buf[:0], t.buf[over:]...)
-	}
-	return n, nil
-}
-
-func (t *tailBuffer) bytes() []byte {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return slices.Clone(t.buf)
 }
 
 // orDefault is the run's setting when set, else the executor's.

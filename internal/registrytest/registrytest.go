@@ -45,6 +45,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logtail"
 )
 
 // Install is how CI gets Verdaccio and the tarballs; it runs from the
@@ -113,7 +115,7 @@ type Registry struct {
 	waitErr  error // Verdaccio's exit, once exited is closed
 	fwd      *forwarder
 	client   *http.Client // to the unix socket, bypassing the forwarder
-	tail     *tailBuffer
+	tail     *logtail.Buffer
 	packages []string
 	tools    []string
 	devtools []string
@@ -189,7 +191,7 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 		return nil, errors.Join(err, ln.Close())
 	}
 
-	tail := &tailBuffer{max: 16 << 10}
+	tail := logtail.New(16 << 10)
 	out := io.MultiWriter(log, tail)
 	cmd := exec.Command(node, bin, "--config", config)
 	cmd.Dir = dir
@@ -410,26 +412,3 @@ func writeConfig(path, dir, sock string) error {
 
 // maxSocketPath is the size of sockaddr_un's sun_path on Linux.
 const maxSocketPath = 108
-
-// tailBuffer keeps the last max bytes written to it.
-type tailBuffer struct {
-	mu  sync.Mutex
-	max int
-	b   []byte
-}
-
-func (t *tailBuffer) Write(p []byte) (int, error) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.b = append(t.b, p...)
-	if over := len(t.b) - t.max; over > 0 {
-		t.b = append(t.b[:0], t.b[over:]...)
-	}
-	return len(p), nil
-}
-
-func (t *tailBuffer) String() string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return string(t.b)
-}
