@@ -129,7 +129,7 @@ func TestDeployCloudflareConfig(t *testing.T) {
 	}
 
 	readme := readRepoFile(t, "deploy/cloudflare/README.md")
-	for _, want := range []string{"ephemeral", "not durable", "issue 14", "./check"} {
+	for _, want := range []string{"ephemeral", "not durable", "issue 14", "GILF_DATABASE_URL", "Hyperdrive", "./check"} {
 		if !strings.Contains(readme, want) {
 			t.Errorf("deploy/cloudflare/README.md does not say %q", want)
 		}

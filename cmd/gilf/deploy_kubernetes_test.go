@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"gopkg.in/yaml.v3"
 )
 
@@ -372,5 +373,161 @@ func TestDeployKubernetesLocalExecutorProfile(t *testing.T) {
 	}
 	if !bytes.Contains([]byte(kust), []byte("CAP_SYS_ADMIN")) {
 		t.Error("local-executor/kustomization.yaml does not say why it is privileged")
+	}
+}
+
+// k8sDig walks a decoded object by map keys; nil where a key is missing.
+func k8sDig(v any, keys ...string) any {
+	for _, k := range keys {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil
+		}
+		v = m[k]
+	}
+	return v
+}
+
+// TestDeployKubernetesReplicasProfile: the replicas overlay runs gilf as
+// several replicas over PostgreSQL. It builds on the base (whose SQLite
+// StatefulSet it deletes), runs the base's pod as it is (image, user,
+// securityContext, probes, envFrom), reads GILF_DATABASE_URL from a Secret
+// key and ships no Secret, keeps only disposable state (emptyDir, no volume
+// claim), stores evidence in S3, spreads replicas over nodes and keeps two
+// through voluntary disruptions.
+func TestDeployKubernetesReplicasProfile(t *testing.T) {
+	kust := readRepoFile(t, "deploy/kubernetes/replicas/kustomization.yaml")
+	var k struct {
+		Resources []string `yaml:"resources"`
+		Patches   []struct {
+			Path  string `yaml:"path"`
+			Patch string `yaml:"patch"`
+		} `yaml:"patches"`
+	}
+	if err := yaml.Unmarshal([]byte(kust), &k); err != nil {
+		t.Fatal(err)
+	}
+	if len(k.Resources) != 2 || k.Resources[0] != "../base" || k.Resources[1] != "gilf.yaml" {
+		t.Fatalf("replicas/kustomization.yaml: resources %v, want ../base and gilf.yaml", k.Resources)
+	}
+	base := parseK8s(t, "deploy/kubernetes/base/gilf.yaml")
+	sts := k8sFind(t, base, "StatefulSet")
+	deleted := false
+	for _, p := range k.Patches {
+		var o map[string]any
+		if err := yaml.Unmarshal([]byte(p.Patch), &o); err != nil {
+			t.Fatalf("replicas/kustomization.yaml: patch %q: %v", p.Patch, err)
+		}
+		deleted = deleted || (o["$patch"] == "delete" && o["kind"] == "StatefulSet" && k8sDig(o, "metadata", "name") == sts.Metadata.Name)
+	}
+	if !deleted {
+		t.Errorf("replicas/kustomization.yaml does not delete the base's StatefulSet %s (its SQLite volume is not shared)", sts.Metadata.Name)
+	}
+
+	objs := parseK8s(t, "deploy/kubernetes/replicas/gilf.yaml")
+	for _, o := range objs {
+		if o.Kind == "Secret" {
+			t.Errorf("replicas/gilf.yaml holds Secret %s: secrets are created by the operator (kubectl create secret), never shipped", o.Metadata.Name)
+		}
+	}
+	dep := k8sFind(t, objs, "Deployment")
+	if dep.Metadata.Name != sts.Metadata.Name {
+		t.Errorf("Deployment %s, want the base's name %s (its Service and Ingress select it)", dep.Metadata.Name, sts.Metadata.Name)
+	}
+	if dep.Spec.Replicas == nil || *dep.Spec.Replicas < 3 {
+		t.Fatalf("the Deployment has %v replicas, want at least 3", dep.Spec.Replicas)
+	}
+	if diff := cmp.Diff(sts.Spec.Template.Metadata, dep.Spec.Template.Metadata); diff != "" {
+		t.Errorf("the replicas' pod labels and annotations differ from the base's (-base +replicas):\n%s", diff)
+	}
+	for k, v := range dep.Spec.Selector.MatchLabels {
+		if dep.Spec.Template.Metadata.Labels[k] != v {
+			t.Errorf("selector %s=%s does not match the pod's labels", k, v)
+		}
+	}
+	basePod := k8sDig(sts.raw, "spec", "template", "spec")
+	pod := k8sDig(dep.raw, "spec", "template", "spec")
+	for _, key := range []string{"securityContext", "automountServiceAccountToken", "terminationGracePeriodSeconds"} {
+		if diff := cmp.Diff(k8sDig(basePod, key), k8sDig(pod, key)); diff != "" {
+			t.Errorf("pod %s differs from the base's (-base +replicas):\n%s", key, diff)
+		}
+	}
+	baseC := k8sDig(basePod, "containers").([]any)[0]
+	cs, _ := k8sDig(pod, "containers").([]any)
+	if len(cs) != 1 {
+		t.Fatalf("%d containers, want 1", len(cs))
+	}
+	c := cs[0]
+	for _, key := range []string{"name", "image", "args", "ports", "envFrom", "securityContext", "startupProbe", "livenessProbe", "readinessProbe"} {
+		if diff := cmp.Diff(k8sDig(baseC, key), k8sDig(c, key)); diff != "" {
+			t.Errorf("container %s differs from the base's (-base +replicas):\n%s", key, diff)
+		}
+	}
+
+	env := map[string]any{}
+	envList, _ := k8sDig(c, "env").([]any)
+	for _, e := range envList {
+		env[k8sDig(e, "name").(string)] = e
+	}
+	if ref := k8sDig(env["GILF_DATABASE_URL"], "valueFrom", "secretKeyRef"); ref == nil || k8sDig(ref, "name") == "" || k8sDig(ref, "key") == "" {
+		t.Errorf("GILF_DATABASE_URL is %v: want valueFrom.secretKeyRef with a name and a key", env["GILF_DATABASE_URL"])
+	} else if !strings.Contains(kust, "kubectl create secret generic "+k8sDig(ref, "name").(string)) {
+		t.Errorf("replicas/kustomization.yaml does not say how to create the secret %v", k8sDig(ref, "name"))
+	}
+	if v, _ := k8sDig(env["GILF_DATABASE_MAX_CONNS"], "value").(string); v == "" {
+		t.Error("GILF_DATABASE_MAX_CONNS is not set: size each replica's pool for the database's max_connections")
+	} else if n, err := strconv.Atoi(v); err != nil || n < 1 {
+		t.Errorf("GILF_DATABASE_MAX_CONNS=%q is not a positive number", v)
+	}
+	cm := k8sFind(t, base, "ConfigMap")
+	if cm.Data["GILF_EVIDENCE_S3_BUCKET"] == "" && k8sDig(env["GILF_EVIDENCE_FS_SHARED"], "value") != "1" {
+		t.Error("no GILF_EVIDENCE_S3_BUCKET in the base's ConfigMap and no GILF_EVIDENCE_FS_SHARED=1: gilf refuses filesystem evidence with GILF_DATABASE_URL")
+	}
+
+	// Every volume is disposable: an emptyDir, the data directory's too.
+	dataDir, _ := k8sDig(env["GILF_DATA_DIR"], "value").(string)
+	volumes := map[string]any{}
+	vs, _ := k8sDig(pod, "volumes").([]any)
+	for _, v := range vs {
+		volumes[k8sDig(v, "name").(string)] = v
+		if k8sDig(v, "emptyDir") == nil {
+			t.Errorf("volume %v is not an emptyDir: a replica keeps nothing durable", k8sDig(v, "name"))
+		}
+	}
+	mounted := false
+	mounts, _ := k8sDig(c, "volumeMounts").([]any)
+	for _, m := range mounts {
+		if k8sDig(m, "mountPath") == dataDir {
+			mounted = volumes[k8sDig(m, "name").(string)] != nil
+		}
+	}
+	if dataDir == "" || !mounted {
+		t.Errorf("GILF_DATA_DIR %q is not on a volume of the pod (the root file system is read-only)", dataDir)
+	}
+
+	spread := false
+	tscs, _ := k8sDig(pod, "topologySpreadConstraints").([]any)
+	for _, tsc := range tscs {
+		spread = spread || (k8sDig(tsc, "topologyKey") == "kubernetes.io/hostname" && k8sDig(tsc, "whenUnsatisfiable") == "DoNotSchedule")
+	}
+	if !spread {
+		t.Error("no topologySpreadConstraints on kubernetes.io/hostname with DoNotSchedule: replicas may share a node")
+	}
+
+	pdb := k8sFind(t, objs, "PodDisruptionBudget")
+	if pdb.APIVersion != "policy/v1" {
+		t.Errorf("PodDisruptionBudget apiVersion %s, want policy/v1", pdb.APIVersion)
+	}
+	if n, ok := k8sDig(pdb.raw, "spec", "minAvailable").(int); !ok || n < 2 || n >= *dep.Spec.Replicas {
+		t.Errorf("PodDisruptionBudget minAvailable %v: want at least 2 and fewer than the %d replicas", k8sDig(pdb.raw, "spec", "minAvailable"), *dep.Spec.Replicas)
+	}
+	sel, _ := k8sDig(pdb.raw, "spec", "selector", "matchLabels").(map[string]any)
+	if len(sel) == 0 {
+		t.Error("the PodDisruptionBudget selects nothing")
+	}
+	for k, v := range sel {
+		if dep.Spec.Template.Metadata.Labels[k] != v {
+			t.Errorf("PodDisruptionBudget selector %s=%v does not match the pod", k, v)
+		}
 	}
 }

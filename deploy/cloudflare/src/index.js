@@ -1,13 +1,15 @@
 // The Worker in front of the gilf container. It forwards requests and hands
 // the container its settings: everything the original engine forwarded
 // (executor, CF sandbox, E2B key and sizing, shadow, cost rates) and, going
-// beyond it, every other setting the container reads (GitHub App, evidence,
-// self-host, crabbox, code-changes-only, local opt-in, budgets).
+// beyond it, every other setting the container reads (GitHub App, the
+// PostgreSQL store, evidence, self-host, crabbox, code-changes-only, local
+// opt-in, budgets).
 import { Container, getContainer } from "@cloudflare/containers";
 import { keepAwake } from "./activity.js";
 
 export const FORWARDED = [
   "GILF_ADDR", "GILF_DATA_DIR", "GILF_WORKERS", "GILF_LOG_LEVEL", "GILF_LOG_FORMAT",
+  "GILF_DATABASE_URL", "GILF_DATABASE_MAX_CONNS",
   "GILF_WEBHOOK_SECRET", "GILF_GITHUB_APP_ID", "GILF_GITHUB_PRIVATE_KEY", "GILF_GITHUB_PRIVATE_KEY_PATH",
   "GILF_GITHUB_API_URL", "GILF_GITHUB_DOWNLOAD_HOSTS", "GILF_JOB_LEASE_MS", "GILF_REVIEW_DRAFTS",
   "GILF_ALLOWED_ACCOUNTS", "GILF_ALLOWED_INSTALLATIONS", "GILF_REDELIVERY_SWEEP_MS",
@@ -31,6 +33,7 @@ export const FORWARDED = [
   "GILF_EVIDENCE_ARTIFACTS", "GILF_EVIDENCE_REQUIRE_ARTIFACTS", "GILF_EVIDENCE_PUBLIC_BASE_URL",
   "GILF_EVIDENCE_S3_BUCKET", "GILF_EVIDENCE_S3_ENDPOINT", "GILF_EVIDENCE_S3_REGION",
   "GILF_EVIDENCE_S3_PREFIX", "GILF_EVIDENCE_S3_PATH_STYLE", "GILF_EVIDENCE_PRESIGN_EXPIRY_MS",
+  "GILF_EVIDENCE_FS_SHARED",
   "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_REGION",
 ];
 
@@ -50,7 +53,8 @@ export function containerEnv(env) {
 export class Gilf extends Container {
   defaultPort = 8080;
   // The container sleeps once no request came for this long, and its disk
-  // goes with it (see README: not durable). One window is longer than the
+  // goes with it (see README: durable only with GILF_DATABASE_URL, the
+  // PostgreSQL store). One window is longer than the
   // longest validation (GILF_CF_SANDBOX_TIMEOUT_MS, 45 min by default, plus
   // a shadow lane's GILF_VALIDATION_SHADOW_TIMEOUT_MS, 10 min), and at its
   // end onActivityExpired asks the container itself: a job running (or
@@ -74,7 +78,8 @@ export class Gilf extends Container {
 
 export default {
   async fetch(request, env) {
-    // One container instance: the embedded SQLite store is in it.
+    // One container instance (max_instances 1). Its store is PostgreSQL when
+    // GILF_DATABASE_URL is set, else the embedded SQLite on its own disk.
     return getContainer(env.GILF, "gilf").fetch(request);
   },
 };

@@ -5,7 +5,7 @@
 // strict field validation would report it. It needs no cluster and no
 // network once its modules are in the module cache.
 //
-//	go run . ../base/gilf.yaml ../local-executor/privileged.yaml
+//	go run . ../base/gilf.yaml ../local-executor/privileged.yaml ../replicas/gilf.yaml
 package main
 
 import (
@@ -18,15 +18,18 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"sigs.k8s.io/yaml"
 )
 
 // kinds are the objects deploy/kubernetes may hold, by apiVersion and kind.
 var kinds = map[string]func() any{
-	"v1 ConfigMap":                 func() any { return &corev1.ConfigMap{} },
-	"v1 Service":                   func() any { return &corev1.Service{} },
-	"apps/v1 StatefulSet":          func() any { return &appsv1.StatefulSet{} },
-	"networking.k8s.io/v1 Ingress": func() any { return &networkingv1.Ingress{} },
+	"v1 ConfigMap":                  func() any { return &corev1.ConfigMap{} },
+	"v1 Service":                    func() any { return &corev1.Service{} },
+	"apps/v1 StatefulSet":           func() any { return &appsv1.StatefulSet{} },
+	"apps/v1 Deployment":            func() any { return &appsv1.Deployment{} },
+	"policy/v1 PodDisruptionBudget": func() any { return &policyv1.PodDisruptionBudget{} },
+	"networking.k8s.io/v1 Ingress":  func() any { return &networkingv1.Ingress{} },
 }
 
 var separator = regexp.MustCompile(`(?m)^---[ \t]*$`)
