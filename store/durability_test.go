@@ -1,6 +1,8 @@
 package store_test
 
 import (
+	"github.com/gilf-review/gilf/internal/pgtest"
+
 	"bufio"
 	"context"
 	"database/sql"
@@ -34,7 +36,7 @@ func TestMain(m *testing.M) {
 	if path := os.Getenv(intakeChildEnv); path != "" {
 		os.Exit(intakeChild(path))
 	}
-	os.Exit(m.Run())
+	os.Exit(pgtest.Main(m, &pg))
 }
 
 func claimChild(path string) int {
@@ -311,7 +313,7 @@ func TestDeferredUpgradeIsBusy(t *testing.T) {
 // exactly one as a duplicate.
 func TestSameDeliveryConcurrently(t *testing.T) {
 	c := newClock()
-	path := filepath.Join(t.TempDir(), "gilf.db")
+	path := newLocation(t)
 	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second} // see TestConcurrentWritersNeverBusy
 	dbs := []*store.DB{openAt(t, path, opts), openAt(t, path, opts)}
 	for round := range 10 {
@@ -341,12 +343,15 @@ func TestSameDeliveryConcurrently(t *testing.T) {
 			t.Fatalf("round %d: %d duplicates, want 3", round, dups)
 		}
 	}
-	var rows, jobs int
-	raw := rawDB(t, path)
-	if err := raw.QueryRow(`SELECT COUNT(*) FROM deliveries`).Scan(&rows); err != nil || rows != 10 {
+	if rows, err := dbs[1].CountDeliveries(context.Background()); err != nil || rows != 10 {
 		t.Fatalf("deliveries = %d, %v", rows, err)
 	}
-	if err := raw.QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&jobs); err != nil || jobs != 10 {
-		t.Fatalf("jobs = %d, %v", jobs, err)
+	stats, err := dbs[0].QueueStats(context.Background())
+	jobs := 0
+	for _, n := range stats.Jobs {
+		jobs += n
+	}
+	if err != nil || jobs != 10 {
+		t.Fatalf("jobs = %v, %v", stats.Jobs, err)
 	}
 }

@@ -9,10 +9,12 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/pgtest"
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
@@ -46,10 +48,15 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(io.Discard, nil))
 }
 
-// openAt opens a store on path and closes it at the end of the test.
-func openAt(t testing.TB, path string, opts store.Options) *store.DB {
+// openAt opens a store at loc — a SQLite file path, or a postgres:// URL
+// (newLocation) — and closes it at the end of the test.
+func openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	t.Helper()
-	db, err := store.Open(context.Background(), path, testLogger(t), opts)
+	open := store.Open
+	if store.IsPostgresURL(loc) {
+		open = store.OpenPostgres
+	}
+	db, err := open(context.Background(), loc, testLogger(t), opts)
 	if err != nil {
 		t.Fatalf("open store: %v", err)
 	}
@@ -61,10 +68,31 @@ func openAt(t testing.TB, path string, opts store.Options) *store.DB {
 	return db
 }
 
+// openTest opens a fresh store on the engine under test (onPostgres) and
+// returns it with its location.
 func openTest(t testing.TB, c *clock) (*store.DB, string) {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "gilf.db")
-	return openAt(t, path, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), path
+	loc := newLocation(t)
+	return openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
+}
+
+// pg is the package's PostgreSQL server (TestMain).
+var pg *pgtest.Server
+
+// postgresPrefix names the conformance run on PostgreSQL: every test run
+// under it (TestPostgres, conformance_test.go) opens PostgreSQL stores.
+const postgresPrefix = "TestPostgres/"
+
+func onPostgres(t testing.TB) bool { return strings.HasPrefix(t.Name(), postgresPrefix) }
+
+// newLocation is where a fresh, empty store lives for this test: a file
+// in its temp dir, or a new database on the package's PostgreSQL server.
+func newLocation(t testing.TB) string {
+	t.Helper()
+	if onPostgres(t) {
+		return pg.NewDatabase(t)
+	}
+	return filepath.Join(t.TempDir(), "gilf.db")
 }
 
 // payload is a real pull_request delivery body.

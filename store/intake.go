@@ -119,7 +119,9 @@ func checkDelivery(del validation.Delivery, job *validation.JobSpec) error {
 // store closes, and then closes the appender's queue.
 func (d *DB) writer(ctx context.Context) {
 	defer d.wg.Done()
-	defer close(d.appends)
+	if d.engine == EngineSQLite { // the one writer feeds the appender
+		defer close(d.appends)
+	}
 	lastCheckpoint := time.Now()
 	for {
 		if d.engine == EngineSQLite && time.Since(lastCheckpoint) >= d.opts.BusyCheckpointInterval {
@@ -591,7 +593,7 @@ const (
 	// (jsonEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
-		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (?6 = 0 OR pr = ?6)`
+		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
 )
 
 // jsonEach is the engine's table of a JSON array's elements as text, in a

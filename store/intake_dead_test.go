@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -29,7 +28,7 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+			db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 			ctx := context.Background()
 			id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 			j, ok := claim(t, db, "w", time.Minute)
@@ -69,7 +68,7 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 // superseded, not re-run.
 func TestStaleDeliveryLeavesDeadJobDead(t *testing.T) {
 	c := newClock()
-	db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	t0 := c.Now()
 	id := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID

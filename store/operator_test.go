@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -67,7 +66,7 @@ func TestListJobs(t *testing.T) {
 
 func TestRetryJob(t *testing.T) {
 	c := newClock()
-	db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 
@@ -113,7 +112,7 @@ func TestRetryJob(t *testing.T) {
 // next heartbeat, and its result is not kept.
 func TestCancelJobFromAnotherHandle(t *testing.T) {
 	c := newClock()
-	path := filepath.Join(t.TempDir(), "gilf.db")
+	path := newLocation(t)
 	serve := openAt(t, path, store.Options{Now: c.Now})
 	ops := openAt(t, path, store.Options{Now: c.Now})
 	ctx := context.Background()

@@ -35,9 +35,9 @@ func (d *DB) MarkPosted(ctx context.Context, p Posted) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO posted_reviews (job_id, review_id, check_run_id, head_sha, posted_at)
 			VALUES (?, ?, ?, ?, ?)
 			ON CONFLICT (job_id) DO UPDATE SET
-				review_id = COALESCE(excluded.review_id, review_id),
-				check_run_id = COALESCE(excluded.check_run_id, check_run_id),
-				head_sha = CASE WHEN excluded.head_sha <> '' THEN excluded.head_sha ELSE head_sha END,
+				review_id = COALESCE(excluded.review_id, posted_reviews.review_id),
+				check_run_id = COALESCE(excluded.check_run_id, posted_reviews.check_run_id),
+				head_sha = CASE WHEN excluded.head_sha <> '' THEN excluded.head_sha ELSE posted_reviews.head_sha END,
 				posted_at = excluded.posted_at`,
 			p.JobID, nullInt(p.ReviewID), nullInt(p.CheckRunID), p.HeadSHA, at)
 		return err

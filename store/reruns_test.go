@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"errors"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -51,7 +50,7 @@ func rerunStateOf(t *testing.T, db *store.DB, id int64) rerunState {
 
 func TestRerunDoneAndDeadJobs(t *testing.T) {
 	c := newClock()
-	path := filepath.Join(t.TempDir(), "gilf.db")
+	path := newLocation(t)
 	// One attempt: a transient failure ends the job dead.
 	db := openAt(t, path, store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()

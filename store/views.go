@@ -45,8 +45,8 @@ func (d *DB) RunList(ctx context.Context, q validation.RunQuery) (validation.Run
 	}
 	rows, err := d.r.QueryContext(ctx, `SELECT `+sqlRunColumns+` FROM runs r JOIN jobs j ON j.id = r.job_id
 		WHERE (?1 = '' OR j.repo = ?1) AND (?2 = '' OR r.outcome = ?2) AND (?3 = '' OR r.executor = ?3)
-			AND r.finished_at >= ?4 AND (?5 = 0 OR r.finished_at < ?5) AND (?6 = 0 OR r.id < ?6)
-			AND (?8 = 0 OR r.job_id = ?8)
+			AND r.finished_at >= ?4 AND (r.finished_at < ?5 OR ?5 = 0) AND (r.id < ?6 OR ?6 = 0)
+			AND (r.job_id = ?8 OR ?8 = 0)
 		ORDER BY r.id DESC LIMIT ?7`,
 		q.Repo, string(q.Outcome), q.Executor, ms(q.From), to, q.Before, limit+1, q.Job)
 	if err != nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"path/filepath"
 	"testing"
 	"time"
 
@@ -36,7 +35,7 @@ func finishRun(t *testing.T, db *store.DB, c *clock, id, repo string, pr int, he
 
 func TestDashboardViews(t *testing.T) {
 	c := newClock()
-	db := openAt(t, filepath.Join(t.TempDir(), "gilf.db"),
+	db := openAt(t, newLocation(t),
 		store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }, MaxAttempts: 1})
 	ctx := context.Background()
 	start := c.Now()

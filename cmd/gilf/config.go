@@ -45,6 +45,7 @@ type Config struct {
 	Costs      CostsConfig
 	Jobs       JobsConfig     // GILF_JOB_* retries, GILF_RETENTION_DAYS; config_jobs.go
 	Semantic   SemanticConfig // GILF_SEMANTIC_REVIEW_*, GILF_SKIP_CODEX_ON_VALIDATION_FAILURE; config_semantic.go
+	Database   DatabaseConfig // GILF_DATABASE_URL, GILF_DATABASE_MAX_CONNS, GILF_EVIDENCE_FS_SHARED; config_database.go
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -112,6 +113,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Costs, errs = loadCosts(getenv, errs)
 	c.Jobs, errs = loadJobs(getenv, errs)
 	c.Semantic, errs = loadSemantic(getenv, errs)
+	c.Database, errs = loadDatabase(getenv, c.Evidence, errs)
 	return c, errors.Join(errs...)
 }
 
@@ -253,7 +255,9 @@ func WorkerSecrets(environ []string) []validation.Secret {
 		}
 		pw, inURL := urlPassword(value)
 		switch {
-		case secretName(name):
+		case secretName(name) || name == DatabaseURLEnv:
+			// The database URL is withheld whole: a password may sit in
+			// its query (?password=), and its hosts are the worker's.
 			out = append(out, validation.Secret{Name: name, Value: value})
 		case inURL:
 			out = append(out, validation.Secret{Name: name, Value: value})

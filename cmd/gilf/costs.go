@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
@@ -41,13 +39,8 @@ func runCosts(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf costs: configuration:\n%v\n", err)
 		return exitUsage
 	}
-	path := filepath.Join(cfg.DataDir, DBFileName)
-	if _, err := os.Stat(path); err != nil {
-		fmt.Fprintf(env.Stderr, "gilf costs: no store at %s (GILF_DATA_DIR): %v\n", path, err)
-		return exitUsage
-	}
 	log := newLogger(env.Stderr, cfg.Log)
-	db, err := store.Open(ctx, path, log, store.Options{})
+	db, err := openStore(ctx, cfg, log, store.Options{}, true)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
 		return exitUsage

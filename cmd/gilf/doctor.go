@@ -364,10 +364,10 @@ func doctorStore(ctx context.Context, r *doctorReport, cfg Config, log *slog.Log
 		r.add(levelFail, name, "GILF_DATA_DIR: %v", err)
 		return
 	}
-	path := filepath.Join(cfg.DataDir, DBFileName)
+	path := storeWhere(cfg)
 	cctx, cancel := context.WithTimeout(ctx, DoctorCheckTimeout)
 	defer cancel()
-	db, err := store.Open(cctx, path, log, store.Options{})
+	db, err := openStore(cctx, cfg, log, store.Options{}, false)
 	if err != nil {
 		r.add(levelFail, name, "%v", err)
 		return

@@ -47,7 +47,7 @@ func TestServeE2ESemanticReview(t *testing.T) {
 		"GILF_SEMANTIC_REVIEW_API_KEY=sk-test-semantic-key-0123456789",
 		// $2 per million input tokens, $8 per million output tokens.
 		`GILF_VALIDATION_COST_RATES={"model:test-model":{"inputUsdPerMTok":2,"outputUsdPerMTok":8}}`))
-	db := openStore(t, dataDir)
+	db := openTestStore(t, dataDir)
 	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
 		t.Fatalf("delivery answered %d %+v", code, rep)

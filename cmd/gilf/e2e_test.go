@@ -77,7 +77,7 @@ if (got !== 3) {
 			srv := fakeGitHub(t, key, payload, tt.tarball)
 			dataDir := t.TempDir()
 			p := startServe(t, serveEnv(t, srv, key, dataDir, tt.env...))
-			db := openStore(t, dataDir)
+			db := openTestStore(t, dataDir)
 
 			guid := newGUID(t)
 			code, rep := deliver(t, p.url, guid, "pull_request", payload.body, signature(serveSecret, payload.body))

@@ -87,7 +87,7 @@ func TestServeE2ETypeScript(t *testing.T) {
 	srv := fakeGitHub(t, key, payload, tarball(t, top, tsRepo(t, w)))
 	dataDir := t.TempDir()
 	p := startServe(t, serveEnv(t, srv, key, dataDir, append(pmEnv(w), "GILF_TOOLCHAIN_DIR=none")...))
-	db := openStore(t, dataDir)
+	db := openTestStore(t, dataDir)
 
 	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {

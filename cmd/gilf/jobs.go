@@ -7,8 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -150,12 +148,7 @@ func openExistingStore(ctx context.Context, env Env, name string) (*store.DB, in
 		fmt.Fprintf(env.Stderr, "%s: configuration:\n%v\n", name, err)
 		return nil, exitUsage
 	}
-	path := filepath.Join(cfg.DataDir, DBFileName)
-	if _, err := os.Stat(path); err != nil {
-		fmt.Fprintf(env.Stderr, "%s: no store at %s (GILF_DATA_DIR): %v\n", name, path, err)
-		return nil, exitUsage
-	}
-	db, err := store.Open(ctx, path, newLogger(env.Stderr, cfg.Log), cfg.Jobs.StoreOptions())
+	db, err := openStore(ctx, cfg, newLogger(env.Stderr, cfg.Log), cfg.Jobs.StoreOptions(), true)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "%s: %v\n", name, err)
 		return nil, exitUsage

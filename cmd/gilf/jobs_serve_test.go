@@ -27,7 +27,7 @@ func TestServeJobsCancelRetryBackup(t *testing.T) {
 	srv := fakeGitHub(t, key, payload, slow)
 	dataDir := t.TempDir()
 	p := startServe(t, serveEnv(t, srv, key, dataDir, "GILF_JOB_LEASE_MS=3000"))
-	db := openStore(t, dataDir)
+	db := openTestStore(t, dataDir)
 	guid := newGUID(t)
 	code, rep := deliver(t, p.url, guid, "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
@@ -52,7 +52,7 @@ func TestServeJobsCancelRetryBackup(t *testing.T) {
 	if code, out := gilf("backup", dest); code != exitOK {
 		t.Fatalf("gilf backup beside serve exited %d: %s", code, out)
 	}
-	cp := openStore(t, dest)
+	cp := openTestStore(t, dest)
 	if d, err := cp.Delivery(t.Context(), guid); err != nil || !bytes.Equal(d.Body, payload.body) {
 		t.Errorf("the backup's delivery %s: %v (body %d bytes of %d)", guid, err, len(d.Body), len(payload.body))
 	}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 
 	"github.com/gilf-review/gilf/store"
 )
@@ -27,8 +26,8 @@ func runMigrate(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf migrate: %v\n", err)
 		return exitUsage
 	}
-	path := filepath.Join(cfg.DataDir, DBFileName)
-	db, err := store.Open(ctx, path, newLogger(env.Stderr, cfg.Log), store.Options{})
+	path := storeWhere(cfg)
+	db, err := openStore(ctx, cfg, newLogger(env.Stderr, cfg.Log), store.Options{}, false)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf migrate: %v\n", err)
 		return exitUsage

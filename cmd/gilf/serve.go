@@ -116,7 +116,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return fmt.Errorf("data dir: %w", err)
 	}
 	sweepLeftovers(log, filepath.Join(cfg.DataDir, WorkDirName), "job-")
-	db, err := store.Open(ctx, filepath.Join(cfg.DataDir, DBFileName), log, cfg.Jobs.StoreOptions())
+	db, err := openStore(ctx, cfg, log, cfg.Jobs.StoreOptions(), false)
 	if err != nil {
 		return err
 	}
@@ -200,7 +200,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		names = append(names, e.Name())
 	}
 	log.Info("listening", "addr", ln.Addr().String(), "worker", owner, "workers", sc.Workers,
-		"executors", names, "data_dir", cfg.DataDir)
+		"executors", names, "data_dir", cfg.DataDir, "store", storeWhere(cfg))
 
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
@@ -232,6 +232,9 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		log.Info("workers stopped")
 		return err
 	})
+	// Another replica's intake queued a job: wake an idle worker here
+	// (PostgreSQL's LISTEN/NOTIFY; a no-op on SQLite).
+	g.Go(func() error { return db.Listen(gctx, wake) })
 	if sc.RedeliverySweep > 0 {
 		sw := newSweeper(gc, db, log, time.Now)
 		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })

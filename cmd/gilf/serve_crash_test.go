@@ -47,7 +47,7 @@ func TestServeCrash(t *testing.T) {
 	env := serveEnv(t, srv, key, dataDir, "GILF_JOB_LEASE_MS=3000")
 
 	first := startServe(t, env)
-	db := openStore(t, dataDir)
+	db := openTestStore(t, dataDir)
 	code, rep := deliver(t, first.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
 		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)
@@ -261,7 +261,7 @@ func TestServeGracefulDrain(t *testing.T) {
 	srv := fakeGitHub(t, key, payload, slow)
 	dataDir := t.TempDir()
 	p := startServe(t, serveEnv(t, srv, key, dataDir))
-	db := openStore(t, dataDir)
+	db := openTestStore(t, dataDir)
 	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
 		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)

@@ -346,9 +346,9 @@ func httpGet(t *testing.T, base, path string) (int, string) {
 	return resp.StatusCode, string(b)
 }
 
-// openStore opens the server's SQLite file to read job rows (the test
+// openTestStore opens the server's SQLite file to read job rows (the test
 // only reads).
-func openStore(t *testing.T, dataDir string) *store.DB {
+func openTestStore(t *testing.T, dataDir string) *store.DB {
 	t.Helper()
 	db, err := store.Open(t.Context(), filepath.Join(dataDir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {

@@ -1,0 +1,258 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// The tests here are about what only a shared server database has:
+// several replicas (store handles) on one database at once. The contract
+// both engines share is conformance_test.go's.
+
+// replicas opens n handles on one fresh PostgreSQL database.
+func replicas(t *testing.T, n int, c *clock) []*store.DB {
+	t.Helper()
+	dsn := pg.NewDatabase(t)
+	dbs := make([]*store.DB, n)
+	for i := range dbs {
+		dbs[i] = openAt(t, dsn, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }})
+	}
+	return dbs
+}
+
+// TestPostgresReplicasClaimEachJobOnce: replicas claiming at the same
+// time never get the same job, and together they get every job.
+func TestPostgresReplicasClaimEachJobOnce(t *testing.T) {
+	c := newClock()
+	dbs := replicas(t, 3, c)
+	const jobs = 60
+	for i := range jobs {
+		d := delivery(fmt.Sprintf("d%d", i), []byte(`{}`), c.Now())
+		j := spec(sha(i), c.Now())
+		j.PR = 100 + i // one head per pull request: nothing supersedes
+		record(t, dbs[i%3], d, j)
+	}
+	var mu sync.Mutex
+	claimed := map[int64]string{}
+	var wg sync.WaitGroup
+	errs := make(chan error, 12)
+	for r, db := range dbs {
+		for g := range 4 {
+			owner := fmt.Sprintf("replica%d-%d", r, g)
+			wg.Go(func() {
+				for range jobs { // bounded: at most every job
+					j, ok, err := db.Claim(context.Background(), owner, time.Minute)
+					if err != nil {
+						errs <- err
+						return
+					}
+					if !ok {
+						return
+					}
+					mu.Lock()
+					if prev, dup := claimed[j.ID]; dup {
+						errs <- fmt.Errorf("job %d claimed by %s and %s", j.ID, prev, owner)
+					}
+					claimed[j.ID] = owner
+					mu.Unlock()
+				}
+			})
+		}
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
+	}
+	if len(claimed) != jobs {
+		t.Fatalf("claimed %d jobs, want %d", len(claimed), jobs)
+	}
+}
+
+// TestPostgresSupersedeAcrossReplicas: two heads of one pull request
+// received by two replicas at the same moment leave exactly one job to
+// run — the newer head's — whichever commits first.
+func TestPostgresSupersedeAcrossReplicas(t *testing.T) {
+	c := newClock()
+	dbs := replicas(t, 2, c)
+	ctx := context.Background()
+	for round := range 15 {
+		older, newer := spec(sha(2*round), c.Now()), spec(sha(2*round+1), c.Now().Add(time.Second))
+		older.PR, newer.PR = 500+round, 500+round
+		var wg sync.WaitGroup
+		var resOld, resNew validation.RecordResult
+		var errOld, errNew error
+		wg.Go(func() {
+			resOld, errOld = dbs[0].RecordDelivery(ctx, delivery(fmt.Sprintf("old-%d", round), []byte(`{}`), c.Now()), older)
+		})
+		wg.Go(func() {
+			resNew, errNew = dbs[1].RecordDelivery(ctx, delivery(fmt.Sprintf("new-%d", round), []byte(`{}`), c.Now()), newer)
+		})
+		wg.Wait()
+		if err := errors.Join(errOld, errNew); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if st := state(t, dbs[0], resNew.JobID); st.State != store.StateQueued {
+			t.Fatalf("round %d: newer head's job is %s (%s), want queued", round, st.State, st.Reason)
+		}
+		if st := state(t, dbs[1], resOld.JobID); st.State != store.StateSuperseded {
+			t.Fatalf("round %d: older head's job is %s, want superseded", round, st.State)
+		}
+	}
+}
+
+// TestPostgresListenWakesOtherReplicas: a job queued through one replica
+// wakes an idle replica listening on another handle; a duplicate
+// delivery, which queues nothing, does not.
+func TestPostgresListenWakesOtherReplicas(t *testing.T) {
+	c := newClock()
+	dbs := replicas(t, 2, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	wake := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- dbs[1].Listen(ctx, wake) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("listen: %v", err)
+		}
+	})
+	// The listener may not be subscribed yet: deliver until it hears one
+	// (bounded), then check that each new job is heard.
+	heard := false
+	for i := 0; i < 100 && !heard; i++ {
+		record(t, dbs[0], delivery(fmt.Sprintf("warm-%d", i), []byte(`{}`), c.Now()), spec(sha(1000+i), c.Now()))
+		select {
+		case <-wake:
+			heard = true
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	if !heard {
+		t.Fatal("the listening replica never woke")
+	}
+	drain := func() {
+		for {
+			select {
+			case <-wake:
+			case <-time.After(500 * time.Millisecond):
+				return
+			}
+		}
+	}
+	drain()
+	d := delivery("new-job", []byte(`{}`), c.Now())
+	record(t, dbs[0], d, spec(sha(1), c.Now().Add(time.Hour)))
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("a queued job did not wake the other replica")
+	}
+	drain()
+	if res := record(t, dbs[0], d, spec(sha(1), c.Now().Add(time.Hour))); !res.Duplicate {
+		t.Fatalf("redelivery not a duplicate: %+v", res)
+	}
+	select {
+	case <-wake:
+		t.Fatal("a duplicate delivery woke the other replica")
+	case <-time.After(time.Second):
+	}
+}
+
+// TestPostgresReplicasMigrateTogether: replicas starting at once on an
+// empty database apply the migrations once, under the advisory lock.
+func TestPostgresReplicasMigrateTogether(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	const n = 4
+	dbs := make([]*store.DB, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() { dbs[i], errs[i] = store.OpenPostgres(context.Background(), dsn, testLogger(t), store.Options{}) })
+	}
+	wg.Wait()
+	for i, db := range dbs {
+		if errs[i] != nil {
+			t.Fatalf("replica %d: %v", i, errs[i])
+		}
+		t.Cleanup(func() {
+			if err := db.Close(); err != nil {
+				t.Error(err)
+			}
+		})
+		v, err := db.SchemaVersion(context.Background())
+		if err != nil || v != 1 {
+			t.Fatalf("replica %d: schema version %d, %v", i, v, err)
+		}
+	}
+}
+
+func TestOpenPostgresRefusals(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ name, url, want string }{
+		{"not postgres", "mysql://u@h/db", "not a postgres:// URL"},
+		{"bad port, password kept out", "postgres://gilf:hunter2secret@localhost:notaport/db", "invalid PostgreSQL URL"},
+		{"no server", "postgres://gilf@/db?host=/nonexistent-gilf-socket-dir&sslmode=disable&connect_timeout=5", "open store"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			db, err := store.OpenPostgres(ctx, tc.url, testLogger(t), store.Options{})
+			if err == nil {
+				db.Close()
+				t.Fatal("opened")
+			}
+			if !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "hunter2secret") {
+				t.Fatalf("err = %v, want it to say %q and hold no password", err, tc.want)
+			}
+		})
+	}
+}
+
+// TestPostgresOperations: readiness, the write probe, retention of
+// in-row bodies and the refusal of gilf backup, on PostgreSQL.
+func TestPostgresOperations(t *testing.T) {
+	c := newClock()
+	db := replicas(t, 1, c)[0]
+	ctx := context.Background()
+	if db.Engine() != store.EnginePostgres {
+		t.Fatalf("engine = %s", db.Engine())
+	}
+	if err := db.Ready(ctx); err != nil {
+		t.Fatalf("ready: %v", err)
+	}
+	if err := db.ProbeWrite(ctx); err != nil {
+		t.Fatalf("probe write: %v", err)
+	}
+	if _, err := db.Backup(ctx, t.TempDir()+"/copy.db"); !errors.Is(err, store.ErrBackupPostgres) {
+		t.Fatalf("backup: %v, want ErrBackupPostgres", err)
+	}
+	body := payload(t)
+	old := delivery("old", body, c.Now())
+	record(t, db, old, spec(sha(1), c.Now()))
+	c.Advance(48 * time.Hour)
+	kept := delivery("kept", body, c.Now())
+	record(t, db, kept, spec(sha(2), c.Now()))
+	res, err := db.Prune(ctx, c.Now().Add(-24*time.Hour))
+	if err != nil {
+		t.Fatalf("prune: %v", err)
+	}
+	if res.Bodies != 1 || res.Segments != 0 {
+		t.Fatalf("prune = %+v, want one body, no segments", res)
+	}
+	got, err := db.Delivery(ctx, "old")
+	if err != nil || got.Body != nil || got.BodyPrunedAt.IsZero() {
+		t.Fatalf("pruned delivery = %d bytes, pruned at %v, %v", len(got.Body), got.BodyPrunedAt, err)
+	}
+	got, err = db.Delivery(ctx, "kept")
+	if err != nil || !bytes.Equal(got.Body, body) {
+		t.Fatalf("kept delivery = %d bytes, %v", len(got.Body), err)
+	}
+}
