@@ -177,7 +177,9 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 	errs := make([]error, n)
 	var wg sync.WaitGroup
 	for i := range n {
-		wg.Go(func() { dbs[i], errs[i] = store.OpenPostgres(context.Background(), dsn, testLogger(t), store.Options{}) })
+		wg.Go(func() {
+			dbs[i], errs[i] = store.OpenPostgres(context.Background(), dsn, testLogger(t), store.Options{})
+		})
 	}
 	wg.Wait()
 	for i, db := range dbs {
