@@ -319,7 +319,7 @@ func (e *itemError) Unwrap() error { return e.err }
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) error {
 	for try := 1; ; try++ {
 		err := d.runBatchOnce(ctx, batch, results)
-		if err == nil || !retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
@@ -328,7 +328,7 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
 	tx, err := d.w.BeginTx(ctx, d.txOptions())
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return &beginError{err}
 	}
 	defer func() {
 		if err != nil {

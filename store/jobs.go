@@ -360,7 +360,7 @@ func (d *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
 func (d *DB) writeTxWith(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	for try := 1; ; try++ {
 		err := d.writeTxOnce(ctx, opts, fn)
-		if err == nil || !retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
@@ -402,7 +402,7 @@ var (
 func (d *DB) writeTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
 	tx, err := d.w.BeginTx(ctx, opts)
 	if err != nil {
-		return fmt.Errorf("begin: %w", err)
+		return &beginError{err}
 	}
 	defer func() {
 		if err != nil {

@@ -165,13 +165,26 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 	return c.Conn.QueryContext(ctx, postgresSQL(q), args)
 }
 
-// retryable reports whether err is a serialization failure or a deadlock
-// PostgreSQL broke: the transaction can run again and will see the
-// winner's commit.
-func retryable(err error) bool {
+// retryable reports whether a failed write transaction can run again:
+// on PostgreSQL, a serialization failure or a deadlock the server broke
+// (the transaction will see the winner's commit), or a failure to begin —
+// a pooled connection the server ended (a restart, a failover) is only
+// found dead when used, and nothing was written on it. SQLite's busy
+// errors already waited out busy_timeout.
+func (d *DB) retryable(err error) bool {
+	if d.engine != EnginePostgres {
+		return false
+	}
 	var pe *pgconn.PgError
-	return errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	var be *beginError
+	return errors.As(err, &be) || errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
+
+// beginError is a transaction that failed to begin.
+type beginError struct{ err error }
+
+func (e *beginError) Error() string { return "begin: " + e.err.Error() }
+func (e *beginError) Unwrap() error { return e.err }
 
 // Listen wakes: it sends on wake (without blocking: one pending wake-up is
 // enough) whenever any replica's intake queued a job, until ctx ends. It

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -256,5 +258,49 @@ func TestPostgresOperations(t *testing.T) {
 	got, err = db.Delivery(ctx, "kept")
 	if err != nil || !bytes.Equal(got.Body, body) {
 		t.Fatalf("kept delivery = %d bytes, %v", len(got.Body), err)
+	}
+}
+
+// TestPostgresReadOnlyRefusesIntake: a database that takes no writes (a
+// failover onto a read-only server) fails intake with an error — the
+// webhook's 503 — and readiness, and loses nothing recorded before.
+func TestPostgresReadOnlyRefusesIntake(t *testing.T) {
+	c := newClock()
+	dsn := pg.NewDatabase(t)
+	db := openAt(t, dsn, store.Options{Now: c.Now})
+	ctx := context.Background()
+	record(t, db, delivery("before", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
+	setReadOnly(t, dsn)
+	_, err := db.RecordDelivery(ctx, delivery("after", []byte(`{}`), c.Now()), spec(sha(2), c.Now()))
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("record on a read-only database: %v, want a read-only error", err)
+	}
+	c.Advance(2 * store.ReadyInterval) // past the cached answer
+	if err := db.Ready(ctx); err == nil || !strings.Contains(err.Error(), "takes no writes") {
+		t.Fatalf("ready on a read-only database: %v", err)
+	}
+	if got, err := db.Delivery(ctx, "before"); err != nil || got.ID != "before" {
+		t.Fatalf("the delivery recorded before: %+v, %v", got, err)
+	}
+}
+
+// setReadOnly makes the database at dsn refuse writes from every new
+// connection and ends its other sessions, so each reconnects read-only: a
+// failover onto a read-only server.
+func setReadOnly(t *testing.T, dsn string) {
+	t.Helper()
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, q := range []string{
+		`DO $$ BEGIN EXECUTE format('ALTER DATABASE %I SET default_transaction_read_only = on', current_database()); END $$`,
+		`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()`,
+	} {
+		if _, err := conn.Exec(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
 	}
 }

@@ -85,12 +85,19 @@ func (d *DB) probeWrite(ctx context.Context) error {
 		return fmt.Errorf("store write probe: %w", err)
 	}
 	if d.engine == EnginePostgres {
-		// A standby (or a primary demoted under us) answers reads only.
+		// A standby (a failover that landed on a replica) or a read-only
+		// database answers reads only.
 		var standby bool
-		if err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&standby); err != nil || standby {
-			if err == nil {
-				err = errors.New("the PostgreSQL server is a read-only standby")
-			}
+		var readOnly string
+		err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&standby, &readOnly)
+		switch {
+		case err != nil:
+		case standby:
+			err = errors.New("the PostgreSQL server is a read-only standby")
+		case readOnly != "off":
+			err = errors.New("the PostgreSQL database takes no writes (transaction_read_only is " + readOnly + ")")
+		}
+		if err != nil {
 			return errors.Join(fmt.Errorf("store write probe: %w", err), rollback(tx))
 		}
 	}

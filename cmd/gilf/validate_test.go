@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/pgtest"
 	"github.com/gilf-review/gilf/internal/shared"
 )
 
@@ -39,7 +41,19 @@ func testMain(m *testing.M) int {
 		return 2
 	}
 	defer stopWorld()
-	return m.Run()
+	// One PostgreSQL server for the replica tests (e2e_replicas_test.go).
+	srv, err := pgtest.Start(context.Background(), io.Discard)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "postgres:", err)
+		return 2
+	}
+	pg = srv
+	code := m.Run()
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(os.Stderr, "stop postgres:", err)
+		code = 1
+	}
+	return code
 }
 
 // runBound bounds one gilf validate subprocess.
