@@ -22,4 +22,4 @@ bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/intakeload" ./bench/intakeload)
 echo "cpus: $(nproc), go: $(go env GOVERSION), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-"$bin/intakeload" -payload "$payload" "$@"
+"$bin/intakeload" -payload "$payload" -postgres "$@"

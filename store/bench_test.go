@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -15,10 +16,15 @@ import (
 // payload from 64 goroutines (32 per CPU here), each a new head of one
 // pull request (so each also supersedes the previous head's job).
 func BenchmarkRecordDelivery(b *testing.B) {
-	for _, sync := range []store.Synchronous{store.SynchronousFull, store.SynchronousNormal} {
-		b.Run(string(sync), func(b *testing.B) {
-			db := openAt(b, filepath.Join(b.TempDir(), "gilf.db"), store.Options{Synchronous: sync})
+	for _, engine := range []string{string(store.SynchronousFull), string(store.SynchronousNormal), "postgres", "postgres-many-prs"} {
+		b.Run(engine, func(b *testing.B) {
+			loc := filepath.Join(b.TempDir(), "gilf.db")
+			if strings.HasPrefix(engine, "postgres") {
+				loc = pg.NewDatabase(b)
+			}
+			db := openAt(b, loc, store.Options{Synchronous: syncOf(engine)})
 			body := payload(b)
+			manyPRs := engine == "postgres-many-prs" // a new pull request each: no supersede, no shared lock
 			var seq atomic.Int64
 			b.SetBytes(int64(len(body)))
 			b.ReportAllocs()
@@ -27,11 +33,22 @@ func BenchmarkRecordDelivery(b *testing.B) {
 				for pb.Next() {
 					n := int(seq.Add(1))
 					now := time.Now()
-					if _, err := db.RecordDelivery(context.Background(), delivery(fmt.Sprintf("d-%d", n), body, now), spec(sha(n), now)); err != nil {
+					j := spec(sha(n), now)
+					if manyPRs {
+						j.PR = n
+					}
+					if _, err := db.RecordDelivery(context.Background(), delivery(fmt.Sprintf("d-%d", n), body, now), j); err != nil {
 						b.Fatal(err)
 					}
 				}
 			})
 		})
 	}
+}
+
+func syncOf(engine string) store.Synchronous {
+	if strings.HasPrefix(engine, "postgres") {
+		return ""
+	}
+	return store.Synchronous(engine)
 }

@@ -287,12 +287,9 @@ func readBody(dir string, ref bodyRef) ([]byte, error) {
 	if got := crc32.Checksum(b, castagnoli); got != ref.crc {
 		return nil, fmt.Errorf("%w: segment %s at %d: crc32c %08x, want %08x", ErrBodyCorrupt, ref.segment, ref.offset, got, ref.crc)
 	}
-	if n, err := snappy.DecodedLen(b); err != nil || n > maxBodyLen {
-		return nil, fmt.Errorf("%w: segment %s at %d: not a snappy block of at most %d bytes (%d, %v)", ErrBodyCorrupt, ref.segment, ref.offset, maxBodyLen, n, err)
-	}
-	body, err := snappy.Decode(nil, b)
+	body, err := decodeBody(b)
 	if err != nil {
-		return nil, fmt.Errorf("%w: segment %s at %d: %w", ErrBodyCorrupt, ref.segment, ref.offset, err)
+		return nil, fmt.Errorf("segment %s at %d: %w", ref.segment, ref.offset, err)
 	}
 	return body, nil
 }
@@ -358,4 +355,17 @@ func validSegment(name string) bool {
 		}
 	}
 	return true
+}
+
+// decodeBody decodes a stored body (a snappy block, as encodeBody made
+// it), refusing one that claims more than maxBodyLen.
+func decodeBody(b []byte) ([]byte, error) {
+	if n, err := snappy.DecodedLen(b); err != nil || n > maxBodyLen {
+		return nil, fmt.Errorf("%w: not a snappy block of at most %d bytes (%d, %v)", ErrBodyCorrupt, maxBodyLen, n, err)
+	}
+	body, err := snappy.Decode(nil, b)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBodyCorrupt, err)
+	}
+	return body, nil
 }

@@ -1,15 +1,16 @@
 package store
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -19,12 +20,11 @@ import (
 type intakeReq struct {
 	d   validation.Delivery
 	job *validation.JobSpec
-	// stored is d.Body as the body log keeps it, encoded by the caller's
-	// goroutine, in parallel with the other callers; d.Body is dropped.
+	// stored is d.Body as the body log (on PostgreSQL: the row) keeps
+	// it, encoded by the caller's goroutine, in parallel with the other
+	// callers; d.Body is dropped.
 	stored encodedBody
-	body   bodyRef // where the body log holds stored
-	// inline is d.Body, copied, on PostgreSQL: the row holds it.
-	inline []byte
+	body   bodyRef // where the body log holds stored (SQLite)
 
 	done chan intakeRes // buffered 1: nobody blocks on answering
 }
@@ -63,12 +63,7 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	if err := d.storageFailed(); err != nil {
 		return fail(err)
 	}
-	r := &intakeReq{d: del, job: job, done: make(chan intakeRes, 1)}
-	if d.engine == EnginePostgres {
-		r.inline = bytes.Clone(del.Body)
-	} else {
-		r.stored = encodeBody(del.Body)
-	}
+	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
 	r.d.Body = nil // the caller may reuse it once this returns, even early
 	select {
 	case d.reqs <- r:
@@ -158,8 +153,11 @@ func (d *DB) writer(ctx context.Context) {
 // commitInline commits a batch whose bodies go in their rows
 // (PostgreSQL): one transaction, one by one when a delivery fails in it.
 func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
-	res := make([]intakeRes, len(batch))
-	d.answer(batch, d.commitRows(ctx, batch, res))
+	res := d.commitRows(ctx, batch, make([]intakeRes, len(batch)))
+	for _, r := range batch {
+		r.stored.release()
+	}
+	d.answer(batch, res)
 }
 
 // commitRows runs live in one transaction and, when one delivery failed
@@ -326,7 +324,16 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 }
 
 func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
-	tx, err := d.w.BeginTx(ctx, d.txOptions())
+	opts := d.txOptions()
+	locks, byPR := prLocks(batch)
+	if d.engine == EnginePostgres && byPR {
+		// Every delivery touches only its own pull request's jobs:
+		// deliveries of one pull request take turns on its lock, others
+		// commit side by side. Under SERIALIZABLE, new heads of one pull
+		// request arriving together would abort each other instead.
+		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	tx, err := d.w.BeginTx(ctx, opts)
 	if err != nil {
 		return &beginError{err}
 	}
@@ -335,6 +342,14 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			err = errors.Join(err, rollback(tx))
 		}
 	}()
+	if d.engine == EnginePostgres && byPR && len(locks) > 0 {
+		// In one order, so two batches do not wait for each other's (a
+		// deadlock PostgreSQL broke anyway would run the batch again).
+		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(k)
+			FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`, locks); err != nil {
+			return fmt.Errorf("lock pull requests: %w", err)
+		}
+	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
 	for i, r := range batch {
@@ -361,6 +376,33 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 // supersession of older heads, its cancellation and its re-run. A new job
 // for a new head — almost every delivery — costs four statements: insert
 // the delivery, look the job key up, insert the job, supersede.
+// prLocks are the advisory lock keys of the pull requests a batch's jobs
+// belong to, sorted and distinct; byPR is false when a delivery also
+// cancels or re-runs jobs (those reach across pull requests, and run
+// SERIALIZABLE).
+func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
+	for _, r := range batch {
+		if r.d.Cancel != nil || r.d.Rerun != nil {
+			return nil, false
+		}
+		if r.job != nil {
+			keys = append(keys, prLockKey(r.job.Repo, r.job.PR))
+		}
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys), true
+}
+
+// prLockKey is a pull request's advisory lock key: FNV-1a of
+// "repo#pr". Two pull requests sharing a key only take turns.
+func prLockKey(repo string, pr int) int64 {
+	h := fnv.New64a()
+	h.Write([]byte(repo))
+	h.Write([]byte{'#'})
+	h.Write(strconv.AppendInt(nil, int64(pr), 10))
+	return int64(h.Sum64())
+}
+
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
@@ -368,9 +410,9 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 	if job != nil { // the row carries the job's key: it is the link to the job
 		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
 	}
-	inline := r.inline
-	if inline == nil {
-		inline = []byte{}
+	inline := []byte{} // SQLite: the body is in the body log
+	if d.engine == EnginePostgres {
+		inline = r.stored.b
 	}
 	// A body in the body log is named by its reference; one in its row
 	// (PostgreSQL) has none.
@@ -452,24 +494,30 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	updated := ms(job.PRUpdatedAt)
+	// A new job for a new reviewed state — almost every delivery — is one
+	// statement, which also decides whether a newer head was received
+	// already; an existing one is looked up and touched.
+	var created string
+	err := st.insJob.QueryRowContext(ctx,
+		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+		updated, staleReason, now).Scan(&res.JobID, &created)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return res, fmt.Errorf("insert job: %w", err)
+	}
+	stale := created == string(StateSuperseded)
 	var id sql.NullInt64
 	var cur sql.NullString
-	var stale bool
-	if err := st.lookupJob.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&id, &cur, &stale); err != nil {
+	if err == nil {
+		res.JobState, res.JobCreated = created, true
+	} else if err := st.lookupJob.QueryRowContext(ctx, job.Repo, job.PR, job.HeadSHA, job.BaseRef, updated).Scan(&id, &cur, &stale); err != nil {
 		return res, fmt.Errorf("look up job: %w", err)
 	}
-	want, reason := StateQueued, ""
+	want := StateQueued
 	if stale {
-		want, reason = StateSuperseded, "a newer head of this pull request was already received"
+		want = StateSuperseded
 	}
 	switch {
-	case !id.Valid:
-		if err := st.insJob.QueryRowContext(ctx,
-			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-			updated, string(want), reason, now, now, now).Scan(&res.JobID); err != nil {
-			return res, fmt.Errorf("insert job: %w", err)
-		}
-		res.JobState, res.JobCreated = string(want), true
+	case res.JobCreated:
 	default:
 		// Another trigger for the same state. A superseded or cancelled
 		// job asked for again (a force-push back to its head, a
@@ -565,9 +613,22 @@ const (
 	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
 			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5)
 		FROM (SELECT 1) AS one LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
+	// The job for a new reviewed state, queued — or superseded at once
+	// when a newer head of the pull request was already received; nothing
+	// when the state has a job. The casts give PostgreSQL the columns'
+	// types (SQLite takes them as they are).
 	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
-		trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) RETURNING id`
+			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
+		SELECT ?1, CAST(?2 AS BIGINT), ?3, CAST(?4 AS TEXT), ?5, CAST(?6 AS BIGINT), CAST(?7 AS TEXT), CAST(?8 AS TEXT),
+			CAST(?9 AS BIGINT), CASE WHEN s.stale THEN 'superseded' ELSE 'queued' END,
+			CASE WHEN s.stale THEN CAST(?10 AS TEXT) ELSE '' END, CAST(?11 AS BIGINT), CAST(?11 AS BIGINT), CAST(?11 AS BIGINT)
+		FROM (SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
+			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?5) AND pr_updated_at > ?9) AS stale) AS s
+		WHERE true
+		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
+		RETURNING id, state`
+	// staleReason is why a job is superseded as it is made.
+	staleReason = "a newer head of this pull request was already received"
 	// ?1: requeue, ?7: as a re-run, with reason ?8 (see recordJob).
 	sqlTouchJob = `UPDATE jobs SET
 		triggers = triggers + 1,

@@ -189,6 +189,7 @@ func TestQueryPlans(t *testing.T) {
 		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
 		{"rescue", sqlRescue, []string{"jobs_lease"}},
 		{"claim", claimSQLite, []string{"jobs_ready"}},
+		{"insert job", sqlInsJob, []string{"INDEX jobs_pr_updated ("}},
 		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
