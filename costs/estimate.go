@@ -1,6 +1,7 @@
 package costs
 
 import (
+	"regexp"
 	"strings"
 	"time"
 )
@@ -74,6 +75,13 @@ func (c Cards) EstimateTokens(s Span) Span {
 	s.Method = MethodTokens
 	s.USD = nil
 	card, ok := c[s.Executor]
+	if !ok {
+		// An endpoint answers with the dated snapshot of the model asked
+		// for (gpt-4o-2024-08-06 for gpt-4o): its card is the model's.
+		if base, dated := undated(s.Executor); dated {
+			card, ok = c[base]
+		}
+	}
 	if !ok || !strings.HasPrefix(s.Executor, ModelPrefix) || s.Executor == ModelCardKey(UnknownModel) ||
 		s.InputTokens < 0 || s.OutputTokens < 0 || (s.InputTokens == 0 && s.OutputTokens == 0) {
 		return s
@@ -81,4 +89,16 @@ func (c Cards) EstimateTokens(s Span) Span {
 	usd := float64(s.InputTokens)/tokensPerMTok*card.InputUsdPerMTok + float64(s.OutputTokens)/tokensPerMTok*card.OutputUsdPerMTok
 	s.USD = &usd
 	return s
+}
+
+// snapshotSuffix is a model snapshot's date: -2024-08-06, or -0613.
+var snapshotSuffix = regexp.MustCompile(`-(?:[0-9]{4}-[0-9]{2}-[0-9]{2}|[0-9]{4})$`)
+
+// undated strips a snapshot date from a model card key.
+func undated(key string) (string, bool) {
+	loc := snapshotSuffix.FindStringIndex(key)
+	if loc == nil || loc[0] <= len(ModelPrefix) {
+		return key, false
+	}
+	return key[:loc[0]], true
 }

@@ -84,6 +84,10 @@ func TestEstimateTokens(t *testing.T) {
 		{name: "negative output is null", span: span("model:gpt-4.1-mini", 1234, -1)},
 		{name: "an executor card prices no tokens", span: span("managed-e2b", 1234, 567)},
 		{name: "stale usd is replaced", span: Span{Executor: "model:gpt-5", InputTokens: 1, USD: usdp(9)}},
+		{name: "a dated snapshot takes its model's card", span: span("model:gpt-4.1-mini-2025-04-14", 1e6, 0), want: usdp(0.4)},
+		{name: "a four-digit snapshot too", span: span("model:gpt-4.1-mini-0613", 1e6, 0), want: usdp(0.4)},
+		{name: "another model is not a snapshot", span: span("model:gpt-4.1-mini-high", 1e6, 0)},
+		{name: "a date alone names no model", span: span("model:2025-04-14", 1e6, 0)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

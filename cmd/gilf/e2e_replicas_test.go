@@ -30,12 +30,7 @@ const replicaMarker = "7.4243"
 // exactly one review and one completed check run.
 func TestServeReplicasOnPostgres(t *testing.T) {
 	payload := openedPayload(t)
-	top := payload.owner + "-" + payload.repo + "-" + payload.headSHA[:7]
-	slow := tarball(t, top, map[string]string{
-		"package.json":      `{"name": "slow", "version": "1.0.0", "scripts": {"test": "sh slow-test.sh"}}`,
-		"package-lock.json": emptyLock("slow"),
-		"slow-test.sh":      "#!/bin/sh\necho slow test started\nsleep " + replicaMarker + "\necho slow test finished\n",
-	})
+	slow := slowTarball(t, payload, "slow", "#!/bin/sh\necho slow test started\nsleep "+replicaMarker+"\necho slow test finished\n")
 	key := newAppKey(t)
 	srv := fakeGitHub(t, key, payload, slow)
 	dsn := pg.NewDatabase(t)
