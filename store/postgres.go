@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"strings"
 	"time"
@@ -240,3 +241,44 @@ func (d *DB) listenOnce(ctx context.Context, nudge func()) error {
 
 // Engine says which database the store runs on.
 func (d *DB) Engine() Engine { return d.engine }
+
+// Exclusive runs fn unless another replica is running the task named
+// name: on PostgreSQL it holds a session advisory lock for name while fn
+// runs, and reports false without running fn when another session holds
+// it (the periodic tasks every replica schedules — the redelivery sweep,
+// retention — then run on one replica at a time, not on all at once). On
+// SQLite, one process owns the store: fn runs.
+func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
+	if d.engine != EnginePostgres {
+		return true, fn(ctx)
+	}
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return false, fmt.Errorf("exclusive %s: %w", name, err)
+	}
+	defer func() { err = errors.Join(err, conn.Close()) }()
+	key := taskLockKey(name)
+	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, key).Scan(&ran); err != nil {
+		return false, fmt.Errorf("exclusive %s: %w", name, err)
+	}
+	if !ran {
+		return false, nil
+	}
+	defer func() {
+		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, uerr := conn.ExecContext(uctx, `SELECT pg_advisory_unlock(?)`, key); uerr != nil {
+			// The lock goes with the session: end it rather than pool it.
+			err = errors.Join(err, fmt.Errorf("exclusive %s: unlock: %w", name, uerr), conn.Raw(func(any) error { return driver.ErrBadConn }))
+		}
+	}()
+	return true, fn(ctx)
+}
+
+// taskLockKey is a named task's advisory lock key (FNV-1a of "task:" and
+// the name, apart from the pull requests' keys).
+func taskLockKey(name string) int64 {
+	h := fnv.New64a()
+	h.Write([]byte("task:" + name))
+	return int64(h.Sum64())
+}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -302,5 +303,52 @@ func setReadOnly(t *testing.T, dsn string) {
 		if _, err := conn.Exec(ctx, q); err != nil {
 			t.Fatalf("%s: %v", q, err)
 		}
+	}
+}
+
+// TestPostgresExclusive: a task runs on one replica at a time; the others
+// skip it meanwhile, and run it once it is free.
+func TestPostgresExclusive(t *testing.T) {
+	c := newClock()
+	dbs := replicas(t, 2, c)
+	ctx := context.Background()
+	started, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		ran, err := dbs[0].Exclusive(ctx, "sweep", func(context.Context) error {
+			close(started)
+			<-release
+			return nil
+		})
+		if err == nil && !ran {
+			err = errors.New("the first replica did not run the task")
+		}
+		done <- err
+	}()
+	<-started
+	ran, err := dbs[1].Exclusive(ctx, "sweep", func(context.Context) error {
+		t.Error("ran while another replica runs it")
+		return nil
+	})
+	if err != nil || ran {
+		t.Fatalf("second replica: ran %v, %v; want skipped", ran, err)
+	}
+	other := false
+	if ran, err := dbs[1].Exclusive(ctx, "prune", func(context.Context) error { other = true; return nil }); err != nil || !ran || !other {
+		t.Fatalf("another task: ran %v %v, %v", ran, other, err)
+	}
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	wantErr := errors.New("task failed")
+	ran, err = dbs[1].Exclusive(ctx, "sweep", func(context.Context) error { return wantErr })
+	if !ran || !errors.Is(err, wantErr) {
+		t.Fatalf("after release: ran %v, %v; want it run with its error", ran, err)
+	}
+	// SQLite: one process, the task runs.
+	sqlite := openAt(t, filepath.Join(t.TempDir(), "gilf.db"), store.Options{})
+	if ran, err := sqlite.Exclusive(ctx, "sweep", func(context.Context) error { return nil }); !ran || err != nil {
+		t.Fatalf("sqlite: ran %v, %v", ran, err)
 	}
 }

@@ -21,6 +21,8 @@ type pruner struct {
 	log  *slog.Logger
 	now  func() time.Time
 	keep time.Duration // > 0
+	// exclusive, when set, prunes only while no other replica prunes.
+	exclusive exclusiveFunc
 }
 
 func newPruner(db storePruner, log *slog.Logger, now func() time.Time, keep time.Duration) *pruner {
@@ -43,7 +45,11 @@ func (p *pruner) Prune(ctx context.Context) (store.PruneResult, error) {
 // error.
 func (p *pruner) Run(ctx context.Context, ticks <-chan time.Time) error {
 	for {
-		if _, err := p.Prune(ctx); err != nil && ctx.Err() == nil {
+		err := p.exclusive.once(ctx, "prune", func(ctx context.Context) error {
+			_, err := p.Prune(ctx)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
 			p.log.Warn("store prune failed", "err", err)
 		}
 		select {

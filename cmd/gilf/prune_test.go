@@ -98,3 +98,36 @@ func TestPrunerRun(t *testing.T) {
 		t.Errorf("Run = %v; want context.Canceled", err)
 	}
 }
+
+// TestPrunerSkipsWhileAnotherReplicaPrunes: the pruner prunes through its
+// exclusive runner, under the task name "prune", and not while another
+// replica holds it.
+func TestPrunerSkipsWhileAnotherReplicaPrunes(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	db := callPruner{calls: make(chan time.Time, 4)}
+	p := newPruner(db, slog.New(slog.NewTextHandler(io.Discard, nil)), func() time.Time { return now }, 24*time.Hour)
+	asked := make(chan string, 4)
+	held := true
+	p.exclusive = func(ctx context.Context, name string, fn func(context.Context) error) (bool, error) {
+		asked <- name
+		if held {
+			return false, nil
+		}
+		return true, fn(ctx)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // one pass: Run prunes at start, then sees the end
+	if err := p.Run(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if name := <-asked; name != "prune" || len(db.calls) != 0 {
+		t.Fatalf("task %q, %d prunes while held; want prune and none", name, len(db.calls))
+	}
+	held = false
+	if err := p.Run(ctx, nil); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run = %v", err)
+	}
+	if len(db.calls) != 1 {
+		t.Fatalf("%d prunes once free, want 1", len(db.calls))
+	}
+}

@@ -237,10 +237,12 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	g.Go(func() error { return db.Listen(gctx, wake) })
 	if sc.RedeliverySweep > 0 {
 		sw := newSweeper(gc, db, log, time.Now)
+		sw.exclusive = db.Exclusive // one replica sweeps at a time
 		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })
 	}
 	if keep := cfg.Jobs.Retention(); keep > 0 {
 		pr := newPruner(db, log, time.Now, keep)
+		pr.exclusive = db.Exclusive
 		g.Go(func() error { return pr.runEvery(gctx, PruneInterval) })
 	}
 	err = g.Wait()

@@ -69,6 +69,21 @@ type sweeper struct {
 
 	since time.Time            // the next sweep lists deliveries from here
 	asked map[string]time.Time // GUID → when its redelivery was asked for
+	// exclusive, when set, runs a sweep only while no other replica runs
+	// one (store.DB.Exclusive); unset, every sweep runs.
+	exclusive exclusiveFunc
+}
+
+// exclusiveFunc runs fn unless another replica runs the task name.
+type exclusiveFunc func(ctx context.Context, name string, fn func(context.Context) error) (bool, error)
+
+// once runs fn through ex, or directly when ex is nil.
+func (ex exclusiveFunc) once(ctx context.Context, name string, fn func(context.Context) error) error {
+	if ex == nil {
+		return fn(ctx)
+	}
+	_, err := ex(ctx, name, fn)
+	return err
 }
 
 func newSweeper(gh hookDeliveries, db storedDeliveries, log *slog.Logger, now func() time.Time) *sweeper {
@@ -84,7 +99,11 @@ func newSweeper(gh hookDeliveries, db storedDeliveries, log *slog.Logger, now fu
 // ctx's error.
 func (s *sweeper) Run(ctx context.Context, ticks <-chan time.Time) error {
 	for {
-		if _, err := s.Sweep(ctx); err != nil && ctx.Err() == nil {
+		err := s.exclusive.once(ctx, "redelivery-sweep", func(ctx context.Context) error {
+			_, err := s.Sweep(ctx)
+			return err
+		})
+		if err != nil && ctx.Err() == nil {
 			s.log.Warn("redelivery sweep failed", "err", err)
 		}
 		select {

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -428,4 +429,49 @@ func hasLogLine(b *lockedBuffer, msg string) bool {
 		}
 	}
 	return false
+}
+
+// TestSweeperSkipsWhileAnotherReplicaSweeps: with an exclusive runner that
+// says another replica holds the sweep, a tick lists nothing; once it is
+// free, the sweep runs, under the task's name.
+func TestSweeperSkipsWhileAnotherReplicaSweeps(t *testing.T) {
+	e := newSweepEnv(t)
+	e.srv.SetDeliveries([]githubtest.Delivery{
+		{ID: 1, GUID: "g-lost", DeliveredAt: e.ago(time.Minute), StatusCode: 503, Event: "pull_request"},
+	})
+	var held atomic.Bool
+	held.Store(true)
+	var names []string // appended by Run's goroutine, read after it returned
+	e.sw.exclusive = func(ctx context.Context, name string, fn func(context.Context) error) (bool, error) {
+		names = append(names, name)
+		if held.Load() {
+			return false, nil
+		}
+		return true, fn(ctx)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	ticks := make(chan time.Time)
+	done := make(chan error, 1)
+	go func() { done <- e.sw.Run(ctx, ticks) }()
+	ticks <- time.Time{} // taken after the first (skipped) sweep
+	if n := e.srv.Count(githubtest.ListDeliveries); n != 0 {
+		t.Fatalf("%d listings while another replica sweeps; want none", n)
+	}
+	held.Store(false)
+	ticks <- time.Time{} // the sweep after this tick sees it free
+	ticks <- time.Time{} // and is over
+	cancel()
+	<-done
+	if n := e.srv.Count(githubtest.ListDeliveries); n < 1 {
+		t.Fatalf("no listing once the sweep was free")
+	}
+	if diff := cmp.Diff([]int64{1}, e.srv.Redeliveries()); diff != "" {
+		t.Errorf("redeliveries (-want +got):\n%s", diff)
+	}
+	for _, n := range names {
+		if n != "redelivery-sweep" {
+			t.Errorf("task name %q", n)
+		}
+	}
 }
