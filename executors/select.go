@@ -1,6 +1,7 @@
 package executors
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/gilf-review/gilf/validation"
@@ -27,13 +28,21 @@ const (
 	SourceProvider    Source = "validation.provider"
 	SourceEnvProvider Source = "GILF_VALIDATION_PROVIDER"
 	SourceDefault     Source = "default"
+	// SourceFlag and SourceValidateDefault are gilf validate's: its
+	// --executor flag, and its own default (local).
+	SourceFlag            Source = "--executor"
+	SourceValidateDefault Source = "the default of gilf validate"
 )
 
 // Selection is what configuration says about the executor, before any
 // name is resolved. Values are raw: Select trims and lowercases them.
 type Selection struct {
-	// Executor is GILF_VALIDATION_EXECUTOR.
+	// Executor is GILF_VALIDATION_EXECUTOR, or what ExecutorSource says
+	// chose it.
 	Executor string
+	// ExecutorSource, when set, is the setting Executor came from
+	// (default SourceExecutor).
+	ExecutorSource Source
 	// Provider is validation.provider of the merged run config.
 	Provider string
 	// EnvProvider is GILF_VALIDATION_PROVIDER.
@@ -77,7 +86,7 @@ func (in Selection) Resolve() Choice {
 		v   string
 		src Source
 	}{
-		{in.Executor, SourceExecutor},
+		{in.Executor, cmp.Or(in.ExecutorSource, SourceExecutor)},
 		{in.Provider, SourceProvider},
 		{in.EnvProvider, SourceEnvProvider},
 	} {

@@ -153,6 +153,11 @@ func TestSelectRefusalNamesSource(t *testing.T) {
 	if ref == nil || !strings.Contains(ref.Msg, "managed-e2b") || !strings.Contains(ref.Msg, "GILF_VALIDATION_EXECUTOR") {
 		t.Errorf("refusal %v does not name the executor and the source", ref)
 	}
+	// gilf validate --executor: the flag chose it, not the setting.
+	_, ref = executors.Select(executors.Selection{Executor: "e2b", ExecutorSource: executors.SourceFlag}, nil)
+	if ref == nil || !strings.Contains(ref.Msg, "(chosen by --executor)") || strings.Contains(ref.Msg, "GILF_VALIDATION_EXECUTOR") {
+		t.Errorf("refusal %v does not name --executor as the source", ref)
+	}
 }
 
 func TestChoiceNote(t *testing.T) {

@@ -101,3 +101,16 @@ func TestStoreWhereHidesCredentials(t *testing.T) {
 		t.Errorf("SQLite: %q", got)
 	}
 }
+
+func TestCostRatesErrorNamesTheSettingOnce(t *testing.T) {
+	_, errs := loadCosts(func(k string) string {
+		if k == "GILF_VALIDATION_COST_RATES" {
+			return `{"managed-e2b": {"vcpuUsdPerSec": -1, "memoryGibUsdPerSec": 0}}`
+		}
+		return ""
+	}, nil)
+	err := errors.Join(errs...)
+	if err == nil || strings.Count(err.Error(), "GILF_VALIDATION_COST_RATES") != 1 {
+		t.Fatalf("error %v: want GILF_VALIDATION_COST_RATES named once", err)
+	}
+}

@@ -71,7 +71,7 @@ func loadCosts(getenv func(string) string, errs []error) (CostsConfig, []error) 
 	var c CostsConfig
 	var err error
 	if c.Cards, err = costs.LoadCards(getenv("GILF_VALIDATION_COST_RATES")); err != nil {
-		errs = append(errs, fmt.Errorf("GILF_VALIDATION_COST_RATES: %w", err))
+		errs = append(errs, err) // costs names GILF_VALIDATION_COST_RATES itself
 	}
 	if c.E2BBudgetUSD, err = costs.ParseBudget(getenv("GILF_E2B_BUDGET_USD")); err != nil {
 		errs = append(errs, fmt.Errorf("GILF_E2B_BUDGET_USD: %w", err))

@@ -255,13 +255,13 @@ func validateSelection(v ValidationConfig, flagExecutor string) (executors.Selec
 	sel.AllowLocal = true
 	switch {
 	case strings.TrimSpace(flagExecutor) != "":
-		sel.Executor = flagExecutor
-		return sel, "--executor"
+		sel.Executor, sel.ExecutorSource = flagExecutor, executors.SourceFlag
 	case sel.Executor != "":
-		return sel, string(executors.SourceExecutor)
+		sel.ExecutorSource = executors.SourceExecutor
+	default:
+		sel.Executor, sel.ExecutorSource = executors.NameLocal, executors.SourceValidateDefault
 	}
-	sel.Executor = executors.NameLocal
-	return sel, "the default of gilf validate"
+	return sel, string(sel.ExecutorSource)
 }
 
 func choiceNote(c executors.Choice, source string) string {
