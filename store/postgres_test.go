@@ -352,3 +352,62 @@ func TestPostgresExclusive(t *testing.T) {
 		t.Fatalf("sqlite: ran %v, %v", ran, err)
 	}
 }
+
+// TestPostgresListenReconnects: when the server ends the listening
+// session (a restart, a failover), the listener wakes once — a
+// notification may have been missed — listens again, and hears the next
+// job.
+func TestPostgresListenReconnects(t *testing.T) {
+	c := newClock()
+	dsn := pg.NewDatabase(t)
+	intake := openAt(t, dsn, store.Options{Now: c.Now})
+	idle := openAt(t, dsn, store.Options{Now: c.Now})
+	ctx, cancel := context.WithCancel(context.Background())
+	wake := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() { done <- idle.Listen(ctx, wake) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("listen: %v", err)
+		}
+	})
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	listening := func() int {
+		var n int
+		if err := conn.QueryRow(ctx, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND query LIKE 'LISTEN %'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitListening := func() {
+		for deadline := time.Now().Add(30 * time.Second); listening() == 0; {
+			if time.Now().After(deadline) {
+				t.Fatal("no session listens")
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+	waitListening()
+	if _, err := conn.Exec(ctx, `SELECT pg_terminate_backend(pid) FROM pg_stat_activity
+		WHERE datname = current_database() AND query LIKE 'LISTEN %'`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("no wake-up after the listening session ended")
+	}
+	waitListening()
+	record(t, intake, delivery("after-reconnect", []byte(`{}`), c.Now()), spec(sha(7), c.Now()))
+	select {
+	case <-wake:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the job after the reconnect did not wake the listener")
+	}
+}
