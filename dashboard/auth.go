@@ -120,8 +120,15 @@ func (h *Handler) sessionFrom(r *http.Request) (session, bool) {
 // bearer reports whether the request carries the token as a bearer.
 func (h *Handler) bearer(r *http.Request) bool {
 	v := r.Header.Get("Authorization")
+	if v == "" {
+		return false
+	}
 	scheme, tok, ok := strings.Cut(v, " ")
-	return ok && strings.EqualFold(scheme, "Bearer") && h.keys.tokenOK(strings.TrimSpace(tok))
+	if ok && strings.EqualFold(scheme, "Bearer") && h.keys.tokenOK(strings.TrimSpace(tok)) {
+		return true
+	}
+	h.fails.Failed(h.client(r))
+	return false
 }
 
 // authenticate lets a request in by bearer token or session cookie.
@@ -237,7 +244,8 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.keys.tokenOK(r.PostFormValue("token")) {
-		h.cfg.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr)
+		h.fails.Failed(h.client(r))
+		h.cfg.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr, "client", h.client(r))
 		h.showLogin(w, r, http.StatusUnauthorized, "That is not the dashboard token.")
 		return
 	}

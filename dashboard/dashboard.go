@@ -12,8 +12,11 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/netip"
+	"strconv"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/failguard"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -41,7 +44,14 @@ const MinTokenLen = 16
 // Defaults of Config.
 const (
 	DefaultSessionTTL = 12 * time.Hour
-	DefaultCostDays   = 30
+	// DefaultTokenFailureLimit wrong tokens (login form or bearer) from
+	// one client address within DefaultTokenFailureWindow answer every
+	// further try 429 until the window turns, right token or not: guessing
+	// goes no faster than this. Behind a proxy, set TrustedProxies, or
+	// every client is the proxy.
+	DefaultTokenFailureLimit  = 10
+	DefaultTokenFailureWindow = 5 * time.Minute
+	DefaultCostDays           = 30
 )
 
 // Config is what New needs.
@@ -57,6 +67,13 @@ type Config struct {
 	Logger     *slog.Logger
 	Now        func() time.Time // nil: time.Now
 	SessionTTL time.Duration    // 0: DefaultSessionTTL
+	// TrustedProxies are GILF_TRUSTED_PROXIES: the reverse proxies whose
+	// X-Forwarded-For names the client of a token failure.
+	TrustedProxies []netip.Prefix
+	// TokenFailureLimit and TokenFailureWindow default to
+	// DefaultTokenFailureLimit and DefaultTokenFailureWindow.
+	TokenFailureLimit  int
+	TokenFailureWindow time.Duration
 }
 
 // Handler serves /dashboard and /api/v1/.
@@ -66,6 +83,7 @@ type Handler struct {
 	pages *template.Template
 	mux   *http.ServeMux
 	xorig *http.CrossOriginProtection
+	fails *failguard.Guard // wrong tokens per client
 }
 
 //go:embed templates/*.html static/style.css
@@ -92,12 +110,18 @@ func New(cfg Config) (*Handler, error) {
 	if cfg.IsNotFound == nil {
 		cfg.IsNotFound = func(error) bool { return false }
 	}
+	if cfg.TokenFailureLimit == 0 {
+		cfg.TokenFailureLimit = DefaultTokenFailureLimit
+	}
+	if cfg.TokenFailureWindow <= 0 {
+		cfg.TokenFailureWindow = DefaultTokenFailureWindow
+	}
 	pages, err := template.New("").Funcs(funcs()).ParseFS(files, "templates/*.html")
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: templates: %w", err)
 	}
 	h := &Handler{cfg: cfg, keys: deriveKeys(cfg.Token), pages: pages, mux: http.NewServeMux(),
-		xorig: http.NewCrossOriginProtection()}
+		xorig: http.NewCrossOriginProtection(), fails: failguard.New(cfg.TokenFailureLimit, cfg.TokenFailureWindow, cfg.Now)}
 	h.routes()
 	return h, nil
 }
@@ -141,8 +165,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	hd.Set("Referrer-Policy", "no-referrer")
 	// No script, no remote resource: the pages need neither.
 	hd.Set("Content-Security-Policy", "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	if h.triesToken(r) && h.fails.Limited(h.client(r)) {
+		hd.Set("Retry-After", strconv.Itoa(int(h.cfg.TokenFailureWindow.Seconds())))
+		http.Error(w, "too many wrong tokens from this address; try again later", http.StatusTooManyRequests)
+		return
+	}
 	h.mux.ServeHTTP(w, r)
 }
+
+// triesToken reports whether a request presents the token: the login
+// form, or a bearer.
+func (h *Handler) triesToken(r *http.Request) bool {
+	return r.Method == http.MethodPost && r.URL.Path == "/dashboard/login" || r.Header.Get("Authorization") != ""
+}
+
+func (h *Handler) client(r *http.Request) string { return failguard.ClientOf(r, h.cfg.TrustedProxies) }
 
 // errNotFound is a page or API answer of 404.
 var errNotFound = errors.New("not found")

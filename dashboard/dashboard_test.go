@@ -525,3 +525,38 @@ func TestJobPage(t *testing.T) {
 		t.Errorf("a job page without the token answered %d, want 401", resp.StatusCode)
 	}
 }
+
+// TestTokenGuessesAreLimited: DefaultTokenFailureLimit wrong tokens from
+// one address — bearer or login form — and every further try is 429,
+// the right token too, until the window turns.
+func TestTokenGuessesAreLimited(t *testing.T) {
+	f := newFixture(t)
+	srv := f.server(t)
+	c := newClient(t, srv.URL)
+	for i := range dashboard.DefaultTokenFailureLimit - 1 {
+		resp, _ := c.do(http.MethodGet, "/api/v1/runs", nil, "Authorization", "Bearer wrong-"+strconv.Itoa(i))
+		if resp.StatusCode != http.StatusUnauthorized {
+			t.Fatalf("wrong bearer %d: %d, want 401", i, resp.StatusCode)
+		}
+	}
+	_, body := c.do(http.MethodGet, "/dashboard/login", nil)
+	resp, _ := c.do(http.MethodPost, "/dashboard/login", url.Values{"csrf": {csrfOf(t, body)}, "token": {"wrong-form"}})
+	if resp.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("wrong form token: %d, want 401", resp.StatusCode)
+	}
+	if code, _ := c.bearer("/api/v1/runs"); code != http.StatusTooManyRequests {
+		t.Fatalf("right token after %d wrong ones: %d, want 429", dashboard.DefaultTokenFailureLimit, code)
+	}
+	resp, _ = c.do(http.MethodGet, "/api/v1/runs", nil, "Authorization", "Bearer "+testToken)
+	if ra := resp.Header.Get("Retry-After"); ra != strconv.Itoa(int(dashboard.DefaultTokenFailureWindow.Seconds())) {
+		t.Errorf("Retry-After %q", ra)
+	}
+	// A signed-in browser without a token is not guessing: not limited.
+	if resp, _ := c.do(http.MethodGet, "/dashboard/login", nil); resp.StatusCode != http.StatusOK {
+		t.Fatalf("login page while limited: %d", resp.StatusCode)
+	}
+	f.clock.Advance(dashboard.DefaultTokenFailureWindow)
+	if code, _ := c.bearer("/api/v1/runs"); code != http.StatusOK {
+		t.Fatalf("right token once the window turned: %d, want 200", code)
+	}
+}

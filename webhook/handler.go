@@ -18,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/failguard"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -89,7 +90,7 @@ type Handler struct {
 	maxBody int64
 	now     func() time.Time
 	allow   Allowlist
-	bad     *badSignatures
+	bad     *failguard.Guard
 	trusted []netip.Prefix
 }
 
@@ -173,11 +174,11 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	// The signature is checked before the guard is asked: only a request
 	// that failed it can be limited.
 	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
-		client := clientOf(r, h.trusted)
-		if h.bad.limited(client) {
+		client := failguard.ClientOf(r, h.trusted)
+		if h.bad.Limited(client) {
 			return reply{}, fmt.Errorf("%w: %v", ErrTooManyBadSignatures, err)
 		}
-		h.bad.failed(client)
+		h.bad.Failed(client)
 		return reply{}, err
 	}
 	id, err := deliveryID(r.Header.Values("X-GitHub-Delivery"))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"net/url"
 	"strings"
 
@@ -63,9 +64,9 @@ var (
 
 // newDashboard builds the dashboard's handler (serve builds it only when
 // c is Enabled).
-func newDashboard(c DashboardConfig, db *store.DB, log *slog.Logger) (http.Handler, error) {
+func newDashboard(c DashboardConfig, trusted []netip.Prefix, db *store.DB, log *slog.Logger) (http.Handler, error) {
 	h, err := dashboard.New(dashboard.Config{Token: c.Token.Reveal(), Reader: db, Queue: db,
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }, Logger: log})
+		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }, Logger: log, TrustedProxies: trusted})
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}

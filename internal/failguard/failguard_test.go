@@ -1,10 +1,12 @@
-package webhook
+package failguard
 
 import (
 	"net/http"
 	"net/netip"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestClientOf(t *testing.T) {
@@ -32,9 +34,43 @@ func TestClientOf(t *testing.T) {
 			for _, v := range tt.xff {
 				r.Header.Add("X-Forwarded-For", v)
 			}
-			if got := clientOf(r, trusted); got != tt.want {
-				t.Errorf("clientOf = %s, want %s", got, tt.want)
+			if got := ClientOf(r, trusted); got != tt.want {
+				t.Errorf("ClientOf = %s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestGuardWindowAndBounds(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	clock := func() time.Time { return now }
+	g := New(3, time.Minute, clock)
+	for i := range 3 {
+		if g.Limited("a") {
+			t.Fatalf("limited after %d failures, limit 3", i)
+		}
+		g.Failed("a")
+	}
+	if !g.Limited("a") || g.Limited("b") {
+		t.Fatal("a must be limited after 3 failures, b not")
+	}
+	now = now.Add(time.Minute) // the window turns
+	if g.Limited("a") {
+		t.Fatal("still limited in the next window")
+	}
+	off := New(-1, time.Minute, clock)
+	for range 10 {
+		off.Failed("a")
+	}
+	if off.Limited("a") {
+		t.Fatal("a negative limit limited")
+	}
+	full := New(1, time.Minute, clock)
+	for i := range MaxTrackedClients {
+		full.Failed(strconv.Itoa(i))
+	}
+	full.Failed("one-too-many")
+	if full.Limited("one-too-many") || !full.Limited("0") {
+		t.Fatal("past MaxTrackedClients new clients are not tracked; tracked ones stay limited")
 	}
 }
