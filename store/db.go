@@ -122,8 +122,9 @@ type Options struct {
 	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge.
 	BodySegmentMaxBytes int64
 	BodySegmentMaxAge   time.Duration
-	// MaxConns is the write pool's size on PostgreSQL (default
-	// DefaultMaxConns); SQLite has one writer connection.
+	// MaxConns is the pool's size on PostgreSQL (default
+	// DefaultMaxConns); SQLite has one writer connection and ReadConns
+	// readers.
 	MaxConns int
 	// IntakeWriters is how many group-commit writers run on PostgreSQL
 	// (default DefaultIntakeWriters); SQLite runs one.

@@ -20,8 +20,9 @@ import (
 
 // PostgreSQL defaults. Each is a named limit with a test at its boundary.
 const (
-	// DefaultMaxConns is the size of a replica's write pool on
-	// PostgreSQL (GILF_DATABASE_MAX_CONNS); the read pool is ReadConns.
+	// DefaultMaxConns is the size of a replica's pool on PostgreSQL
+	// (GILF_DATABASE_MAX_CONNS), reads and writes; LISTEN holds one more
+	// connection.
 	DefaultMaxConns = 16
 	// DefaultIntakeWriters is how many group-commit writers a replica runs
 	// on PostgreSQL: each takes every delivery waiting and commits them in
@@ -81,15 +82,14 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	if err := migratePostgres(ctx, w, opts.Now, logger); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
 	}
-	r := open(opts.ReadConns)
-	if err := r.PingContext(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", where, err), r.Close(), w.Close())
-	}
+	// One pool for reads and writes: GILF_DATABASE_MAX_CONNS is then what
+	// a replica may hold (and one more session for LISTEN).
+	r := w
 	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, listen: cfg,
 		reqs: make(chan *intakeReq), quit: make(chan struct{}),
 		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.stmts.prepare(ctx, w, d.engine); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), r.Close(), w.Close())
+		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
 	}
 	life := context.WithoutCancel(ctx)
 	d.wg.Add(opts.IntakeWriters)
@@ -243,8 +243,8 @@ func (d *DB) listenOnce(ctx context.Context, nudge func()) error {
 func (d *DB) Engine() Engine { return d.engine }
 
 // Exclusive runs fn unless another replica is running the task named
-// name: on PostgreSQL it holds a session advisory lock for name while fn
-// runs, and reports false without running fn when another session holds
+// name: on PostgreSQL it holds a session advisory lock for name on a
+// connection of its own while fn runs, and reports false without running fn when another session holds
 // it (the periodic tasks every replica schedules — the redelivery sweep,
 // retention — then run on one replica at a time, not on all at once). On
 // SQLite, one process owns the store: fn runs.
@@ -252,26 +252,25 @@ func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context
 	if d.engine != EnginePostgres {
 		return true, fn(ctx)
 	}
-	conn, err := d.w.Conn(ctx)
+	// A session of its own, outside the pool: fn uses the pool, which
+	// may be one connection.
+	conn, err := pgx.ConnectConfig(ctx, d.listen)
 	if err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
-	defer func() { err = errors.Join(err, conn.Close()) }()
+	defer func() {
+		// Closing the session releases the lock, unlock failed or not.
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		err = errors.Join(err, conn.Close(cctx))
+	}()
 	key := taskLockKey(name)
-	if err := conn.QueryRowContext(ctx, `SELECT pg_try_advisory_lock(?)`, key).Scan(&ran); err != nil {
+	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ran); err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
 	if !ran {
 		return false, nil
 	}
-	defer func() {
-		uctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		if _, uerr := conn.ExecContext(uctx, `SELECT pg_advisory_unlock(?)`, key); uerr != nil {
-			// The lock goes with the session: end it rather than pool it.
-			err = errors.Join(err, fmt.Errorf("exclusive %s: unlock: %w", name, uerr), conn.Raw(func(any) error { return driver.ErrBadConn }))
-		}
-	}()
 	return true, fn(ctx)
 }
 

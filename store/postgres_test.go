@@ -411,3 +411,32 @@ func TestPostgresListenReconnects(t *testing.T) {
 		t.Fatal("the job after the reconnect did not wake the listener")
 	}
 }
+
+// TestPostgresOneConnection: a replica with a pool of one connection
+// (GILF_DATABASE_MAX_CONNS=1) still records, claims, finishes and runs an
+// exclusive task that writes: nothing holds the one connection while
+// asking for another.
+func TestPostgresOneConnection(t *testing.T) {
+	c := newClock()
+	db := openAt(t, pg.NewDatabase(t), store.Options{Now: c.Now, MaxConns: 1})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	r := record(t, db, delivery("one", payload(t), c.Now()), spec(sha(1), c.Now()))
+	j, ok := claim(t, db, "w", time.Minute)
+	if !ok || j.ID != r.JobID {
+		t.Fatalf("claim: %v %+v", ok, j)
+	}
+	if _, err := db.Finish(ctx, j.Lease, store.RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}}); err != nil {
+		t.Fatal(err)
+	}
+	ran, err := db.Exclusive(ctx, "prune", func(ctx context.Context) error {
+		_, err := db.Prune(ctx, c.Now().Add(time.Hour))
+		return err
+	})
+	if err != nil || !ran {
+		t.Fatalf("exclusive prune: %v %v", ran, err)
+	}
+	if got, err := db.Delivery(ctx, "one"); err != nil || got.BodyPrunedAt.IsZero() {
+		t.Fatalf("delivery after prune: %+v %v", got.BodyPrunedAt, err)
+	}
+}
