@@ -68,7 +68,6 @@ func TestCommandsOnPostgres(t *testing.T) {
 	}
 }
 
-
 // TestDoctorStoreOnPostgres: doctor's store check opens, migrates and
 // probes the PostgreSQL database, and names it without credentials; a
 // server that cannot be reached fails the check.
