@@ -358,7 +358,8 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			return &itemError{i: i, err: err} // the caller logs it, once
 		}
 		results[i] = intakeRes{res: res}
-		queued = queued || res.JobState == string(StateQueued) && (res.JobCreated || res.Rerun > 0) || res.Rerun > 0
+		// A job this delivery made claimable: new, queued again, re-run.
+		queued = queued || !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
 	}
 	if queued && d.engine == EnginePostgres {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, JobsChannel); err != nil {
