@@ -89,12 +89,16 @@ func (w *Worker) Run(ctx context.Context) error {
 	n := max(w.Concurrency, 1)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancelJobs()
+	// relay passes a wake-up on: a worker that claimed a job wakes an
+	// idle peer, which claims the next one (one wake-up from intake may
+	// stand for a batch of jobs), and so on until a claim finds none.
+	relay := make(chan struct{}, 1)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			w.loop(ctx, jobCtx, fmt.Sprintf("%s/%d", w.Owner, i))
+			w.loop(ctx, jobCtx, fmt.Sprintf("%s/%d", w.Owner, i), relay)
 		}()
 	}
 	<-ctx.Done()
@@ -110,7 +114,7 @@ func (w *Worker) Run(ctx context.Context) error {
 	return nil
 }
 
-func (w *Worker) loop(ctx, jobCtx context.Context, owner string) {
+func (w *Worker) loop(ctx, jobCtx context.Context, owner string, relay chan struct{}) {
 	poll := orDefault(w.PollInterval, DefaultPollInterval)
 	for ctx.Err() == nil {
 		c, ok, err := w.Queue.Claim(ctx, owner, w.lease())
@@ -124,8 +128,13 @@ func (w *Worker) loop(ctx, jobCtx context.Context, owner string) {
 			case <-ctx.Done():
 			case <-time.After(poll):
 			case <-w.Wake:
+			case <-relay:
 			}
 			continue
+		}
+		select {
+		case relay <- struct{}{}:
+		default: // a peer is already woken
 		}
 		w.runOne(jobCtx, c)
 	}

@@ -240,3 +240,63 @@ func TestWorkerDrain(t *testing.T) {
 		}
 	})
 }
+
+// countingQueue is a memQueue whose jobs arrive later and which counts
+// the claims that found none.
+type countingQueue struct {
+	*memQueue
+	empty chan struct{} // one per claim that found no job
+}
+
+func (q *countingQueue) Claim(ctx context.Context, owner string, lease time.Duration) (Claim, bool, error) {
+	c, ok, err := q.memQueue.Claim(ctx, owner, lease)
+	if !ok && err == nil {
+		select {
+		case q.empty <- struct{}{}:
+		default:
+		}
+	}
+	return c, ok, err
+}
+
+// TestWorkerWakeReachesEveryIdleWorker: one wake-up for a batch of jobs
+// starts them all on idle workers at once, not one now and the rest at
+// the next poll (an hour here).
+func TestWorkerWakeReachesEveryIdleWorker(t *testing.T) {
+	q := &countingQueue{memQueue: newMemQueue(), empty: make(chan struct{}, 3)}
+	started := make(chan int64, 3)
+	release := make(chan struct{})
+	wake := make(chan struct{}, 1)
+	ctx, cancel := context.WithCancel(context.Background())
+	w := &Worker{Queue: q, Runner: runnerFunc(func(ctx context.Context, j Job) (Result, error) {
+		started <- j.ID
+		<-release
+		return Result{}, nil
+	}), Owner: "test", Concurrency: 3, Lease: time.Minute, PollInterval: time.Hour, Drain: time.Second,
+		Logger: slog.New(slog.DiscardHandler), Wake: wake}
+	errc := make(chan error, 1)
+	go func() { errc <- w.Run(ctx) }()
+	defer func() {
+		close(release)
+		cancel()
+		<-errc
+	}()
+	for range 3 { // every worker found the queue empty and sleeps
+		select {
+		case <-q.empty:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the workers did not all claim at start")
+		}
+	}
+	q.mu.Lock()
+	q.jobs = []Job{{ID: 1}, {ID: 2}, {ID: 3}}
+	q.mu.Unlock()
+	wake <- struct{}{}
+	for range 3 {
+		select {
+		case <-started:
+		case <-time.After(10 * time.Second):
+			t.Fatal("one wake-up did not start every queued job on an idle worker")
+		}
+	}
+}
