@@ -244,8 +244,9 @@ func (h *Handler) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if !h.keys.tokenOK(r.PostFormValue("token")) {
-		h.fails.Failed(h.client(r))
-		h.cfg.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr, "client", h.client(r))
+		client := h.client(r)
+		h.fails.Failed(client)
+		h.cfg.Logger.Warn("dashboard login refused", "remote", r.RemoteAddr, "client", client)
 		h.showLogin(w, r, http.StatusUnauthorized, "That is not the dashboard token.")
 		return
 	}

@@ -186,7 +186,7 @@ type DB struct {
 	w        *sql.DB         // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
 	r        *sql.DB         // query-only pool
 	ck       *sql.DB         // SQLite: one connection for WAL checkpoints
-	listen   *pgx.ConnConfig // PostgreSQL: for LISTEN (postgres.go)
+	pgConfig *pgx.ConnConfig // PostgreSQL: for the sessions outside the pool (postgres.go)
 	log      *slog.Logger
 	opts     Options
 	stmts    intakeStmts

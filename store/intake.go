@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -387,21 +386,11 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 			return nil, false
 		}
 		if r.job != nil {
-			keys = append(keys, prLockKey(r.job.Repo, r.job.PR))
+			keys = append(keys, lockKey("pr", r.job.Repo+"#"+strconv.Itoa(r.job.PR)))
 		}
 	}
 	slices.Sort(keys)
 	return slices.Compact(keys), true
-}
-
-// prLockKey is a pull request's advisory lock key: FNV-1a of
-// "repo#pr". Two pull requests sharing a key only take turns.
-func prLockKey(repo string, pr int) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(repo))
-	h.Write([]byte{'#'})
-	h.Write(strconv.AppendInt(nil, int64(pr), 10))
-	return int64(h.Sum64())
 }
 
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {

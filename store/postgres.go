@@ -85,7 +85,7 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	// One pool for reads and writes: GILF_DATABASE_MAX_CONNS is then what
 	// a replica may hold (and one more session for LISTEN).
 	r := w
-	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, listen: cfg,
+	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, pgConfig: cfg,
 		reqs: make(chan *intakeReq), quit: make(chan struct{}),
 		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.stmts.prepare(ctx, w, d.engine); err != nil {
@@ -218,16 +218,27 @@ func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error {
 	}
 }
 
+// session opens a connection outside the pool — for LISTEN, and for a
+// task's session lock while the task itself uses the pool, which may be
+// one connection — and returns it with its closer.
+func (d *DB) session(ctx context.Context) (*pgx.Conn, func() error, error) {
+	conn, err := pgx.ConnectConfig(ctx, d.pgConfig)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, func() error {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		return conn.Close(cctx)
+	}, nil
+}
+
 func (d *DB) listenOnce(ctx context.Context, nudge func()) error {
-	conn, err := pgx.ConnectConfig(ctx, d.listen)
+	conn, closeConn, err := d.session(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
-	defer func() {
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-		defer cancel()
-		_ = conn.Close(cctx) // a closing connection's error changes nothing
-	}()
+	defer func() { _ = closeConn() }() // a closing connection's error changes nothing
 	if _, err := conn.Exec(ctx, "LISTEN "+JobsChannel); err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -244,27 +255,21 @@ func (d *DB) Engine() Engine { return d.engine }
 
 // Exclusive runs fn unless another replica is running the task named
 // name: on PostgreSQL it holds a session advisory lock for name on a
-// connection of its own while fn runs, and reports false without running fn when another session holds
-// it (the periodic tasks every replica schedules — the redelivery sweep,
+// connection of its own while fn runs, and reports false without running
+// fn when another session holds it (the periodic tasks every replica schedules — the redelivery sweep,
 // retention — then run on one replica at a time, not on all at once). On
 // SQLite, one process owns the store: fn runs.
 func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
 	if d.engine != EnginePostgres {
 		return true, fn(ctx)
 	}
-	// A session of its own, outside the pool: fn uses the pool, which
-	// may be one connection.
-	conn, err := pgx.ConnectConfig(ctx, d.listen)
+	conn, closeConn, err := d.session(ctx)
 	if err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
-	defer func() {
-		// Closing the session releases the lock, unlock failed or not.
-		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
-		defer cancel()
-		err = errors.Join(err, conn.Close(cctx))
-	}()
-	key := taskLockKey(name)
+	// Closing the session releases the lock.
+	defer func() { err = errors.Join(err, closeConn()) }()
+	key := lockKey("task", name)
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ran); err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
@@ -274,10 +279,13 @@ func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context
 	return true, fn(ctx)
 }
 
-// taskLockKey is a named task's advisory lock key (FNV-1a of "task:" and
-// the name, apart from the pull requests' keys).
-func taskLockKey(name string) int64 {
+// lockKey is an advisory lock key: FNV-1a of kind, ":" and name, so a
+// task's keys and the pull requests' never share a namespace. Two names
+// sharing a key only take turns.
+func lockKey(kind, name string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("task:" + name))
+	h.Write([]byte(kind))
+	h.Write([]byte{':'})
+	h.Write([]byte(name))
 	return int64(h.Sum64())
 }
