@@ -167,7 +167,11 @@ func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes)
 	var bad *itemError
 	switch {
 	case errors.As(err, &bad) && len(live) > 1:
-		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", live[bad.i].d.ID, "err", bad.err)
+		id := "" // a round's statement failed: any of its deliveries
+		if bad.i >= 0 {
+			id = live[bad.i].d.ID
+		}
+		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", id, "err", bad.err)
 		for i := range live {
 			if err := d.runBatch(ctx, live[i:i+1], res[i:i+1]); err != nil {
 				res[i] = intakeRes{err: err}
@@ -344,21 +348,35 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	if d.engine == EnginePostgres && byPR && len(locks) > 0 {
 		// In one order, so two batches do not wait for each other's (a
 		// deadlock PostgreSQL broke anyway would run the batch again).
-		if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(k)
+		// The same round trip makes the transaction run its prepared
+		// statements on their generic plans: a custom plan of a round's
+		// statement (sqlRecordPostgres) costs more to make than to run
+		// (measured: about 1 ms to plan a one-delivery round that runs in
+		// 0.2 ms), and the server keeps choosing one when its estimates
+		// of the arrays favour it. TestPostgresQueryPlans checks the
+		// generic plans.
+		if _, err := tx.ExecContext(ctx, `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), pg_advisory_xact_lock(k)
 			FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`, locks); err != nil {
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
-	for i, r := range batch {
-		res, err := d.recordTx(ctx, st, r)
-		if err != nil {
-			return &itemError{i: i, err: err} // the caller logs it, once
+	if st.recordPG != nil && byPR {
+		// Every delivery touches only its own pull request: one statement
+		// records a round of them (see intake_postgres.go).
+		if queued, err = d.recordRounds(ctx, st, batch, results); err != nil {
+			return err
 		}
-		results[i] = intakeRes{res: res}
-		// A job this delivery made claimable: new, queued again, re-run.
-		queued = queued || !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
+	} else {
+		for i, r := range batch {
+			res, err := d.recordTx(ctx, st, r)
+			if err != nil {
+				return &itemError{i: i, err: err} // the caller logs it, once
+			}
+			results[i] = intakeRes{res: res}
+			queued = queued || claimable(res) // a job it made claimable
+		}
 	}
 	if queued && d.engine == EnginePostgres {
 		if _, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, JobsChannel); err != nil {
@@ -415,7 +433,11 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 		crc = sql.NullInt64{Int64: int64(body.crc), Valid: true}
 	}
 	if st.recordPG != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
-		return d.recordPostgres(ctx, st, del, job, inline)
+		res, err := d.recordPostgres(ctx, st, []pgItem{{req: r}})
+		if err != nil {
+			return validation.RecordResult{}, err
+		}
+		return res[0], nil
 	}
 	n, err := execCount(ctx, st.insDelivery,
 		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
@@ -451,32 +473,6 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 		}
 	}
 	return res, nil
-}
-
-// recordPostgres records a delivery that asks for a job in one statement
-// (sqlRecordPostgres) — the delivery, its new job, the supersession of
-// older heads — as the statements of recordTx and recordJob would, one
-// after the other; a duplicate delivery and an existing job then take the
-// shared path.
-func (d *DB) recordPostgres(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, body []byte) (validation.RecordResult, error) {
-	now := d.nowMs()
-	var inserted, superseded int
-	var id sql.NullInt64
-	var state sql.NullString
-	if err := st.recordPG.QueryRowContext(ctx,
-		del.ID, del.Event, del.Action, nullInt(del.InstallationID), job.Repo, job.PR, job.HeadSHA, job.BaseRef,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, body,
-		job.HeadRepo, nullInt(job.InstallationID), job.Trigger, ms(job.PRUpdatedAt), staleReason, now,
-	).Scan(&inserted, &id, &state, &superseded); err != nil {
-		return validation.RecordResult{}, fmt.Errorf("record delivery and job: %w", err)
-	}
-	switch {
-	case inserted == 0: // the id is already recorded: nothing else was written
-		return d.duplicate(ctx, st, del.ID, bodyRef{})
-	case !id.Valid: // the reviewed state has its job
-		return d.attachJob(ctx, st, job, now)
-	}
-	return validation.RecordResult{JobID: id.Int64, JobState: state.String, JobCreated: true, Superseded: superseded}, nil
 }
 
 // duplicate answers a delivery whose id is already recorded with the job
@@ -649,56 +645,6 @@ const (
 		WHERE d.id = ?`
 	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?,
 		body_pruned_at = NULL WHERE id = ?`
-	// The job for this reviewed state, if any, and whether a newer head of
-	// the pull request was already received.
-	sqlLookupJob = `SELECT j.id, j.state, EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
-			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?4) AND pr_updated_at > ?5)
-		FROM (SELECT 1) AS one LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
-	// The job for a new reviewed state, queued — or superseded at once
-	// when a newer head of the pull request was already received; nothing
-	// when the state has a job. The casts give PostgreSQL the columns'
-	// types (SQLite takes them as they are).
-	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
-			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-		SELECT ?1, CAST(?2 AS BIGINT), ?3, CAST(?4 AS TEXT), ?5, CAST(?6 AS BIGINT), CAST(?7 AS TEXT), CAST(?8 AS TEXT),
-			CAST(?9 AS BIGINT), CASE WHEN s.stale THEN 'superseded' ELSE 'queued' END,
-			CASE WHEN s.stale THEN CAST(?10 AS TEXT) ELSE '' END, CAST(?11 AS BIGINT), CAST(?11 AS BIGINT), CAST(?11 AS BIGINT)
-		FROM (SELECT EXISTS (SELECT 1 FROM jobs INDEXED BY jobs_pr_updated
-			WHERE repo = ?1 AND pr = ?2 AND (head_sha <> ?3 OR base_ref <> ?5) AND pr_updated_at > ?9) AS stale) AS s
-		WHERE true
-		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
-		RETURNING id, state`
-	// sqlRecordPostgres is, on PostgreSQL, sqlInsDelivery, then (when the
-	// delivery is new) sqlInsJob, then (when the job is new and queued)
-	// sqlSupersede, as one statement: one round trip instead of three for
-	// almost every delivery. Every part sees the snapshot from before the
-	// statement, as the sequence would for what it reads (the new job is
-	// its own head, which the supersession leaves alone). It returns
-	// whether the delivery was inserted, the new job's id and state (NULL
-	// when the state already had a job) and how many jobs it superseded.
-	sqlRecordPostgres = `WITH d AS (
-			INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
-				received_at, status, reason, body)
-			VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)
-			ON CONFLICT (id) DO NOTHING RETURNING 1),
-		j AS (
-			INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
-				trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-			SELECT ?5, ?6, ?7, CAST(?13 AS TEXT), ?8, CAST(?14 AS BIGINT), ?1, CAST(?15 AS TEXT), ?16,
-				CASE WHEN s.stale THEN 'superseded' ELSE 'queued' END,
-				CASE WHEN s.stale THEN CAST(?17 AS TEXT) ELSE '' END, CAST(?18 AS BIGINT), CAST(?18 AS BIGINT), CAST(?18 AS BIGINT)
-			FROM (SELECT EXISTS (SELECT 1 FROM jobs
-				WHERE repo = ?5 AND pr = ?6 AND (head_sha <> ?7 OR base_ref <> ?8) AND pr_updated_at > ?16) AS stale) AS s
-			WHERE EXISTS (SELECT 1 FROM d)
-			ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
-			RETURNING id, state),
-		sup AS (
-			UPDATE jobs SET state = 'superseded',
-				reason = 'superseded by head ' || ?7 || ' (job ' || (SELECT id FROM j) || ')', updated_at = ?18
-			WHERE repo = ?5 AND pr = ?6 AND (head_sha <> ?7 OR base_ref <> ?8) AND state IN ('queued', 'running')
-				AND pr_updated_at <= ?16 AND EXISTS (SELECT 1 FROM j WHERE state = 'queued')
-			RETURNING 1)
-		SELECT (SELECT count(*) FROM d), j.id, j.state, (SELECT count(*) FROM sup) FROM (SELECT 1) AS one LEFT JOIN j ON true`
 	// staleReason is why a job is superseded as it is made.
 	staleReason = "a newer head of this pull request was already received"
 	// ?1: requeue, ?7: as a re-run, with reason ?8 (see recordJob).
@@ -727,6 +673,38 @@ const (
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
+)
+
+// newerHead is the SQL of whether the pull request (repo, pr) has another
+// reviewed state (head, base) received after updated; each argument is
+// the SQL of a value. It reads the newest of the pull request's other
+// states from the end of jobs_pr_updated — usually one index entry — so
+// no engine's planner is tempted to scan the table for a row that, for
+// the newest head, is not there (PostgreSQL did, for EXISTS).
+func newerHead(repo, pr, head, base, updated string) string {
+	return `COALESCE((SELECT o.pr_updated_at > ` + updated + ` FROM jobs AS o INDEXED BY jobs_pr_updated
+		WHERE o.repo = ` + repo + ` AND o.pr = ` + pr + ` AND (o.head_sha <> ` + head + ` OR o.base_ref <> ` + base + `)
+		ORDER BY o.pr_updated_at DESC LIMIT 1), false)`
+}
+
+var (
+	// The job for this reviewed state, if any, and whether a newer head of
+	// the pull request was already received.
+	sqlLookupJob = `SELECT j.id, j.state, ` + newerHead("?1", "?2", "?3", "?4", "?5") + `
+		FROM (SELECT 1) AS one LEFT JOIN jobs j ON j.repo = ?1 AND j.pr = ?2 AND j.head_sha = ?3 AND j.base_ref = ?4`
+	// The job for a new reviewed state, queued — or superseded at once
+	// when a newer head of the pull request was already received; nothing
+	// when the state has a job. The casts give PostgreSQL the columns'
+	// types (SQLite takes them as they are).
+	sqlInsJob = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
+			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
+		SELECT ?1, CAST(?2 AS BIGINT), ?3, CAST(?4 AS TEXT), ?5, CAST(?6 AS BIGINT), CAST(?7 AS TEXT), CAST(?8 AS TEXT),
+			CAST(?9 AS BIGINT), CASE WHEN s.stale THEN 'superseded' ELSE 'queued' END,
+			CASE WHEN s.stale THEN CAST(?10 AS TEXT) ELSE '' END, CAST(?11 AS BIGINT), CAST(?11 AS BIGINT), CAST(?11 AS BIGINT)
+		FROM (SELECT ` + newerHead("?1", "?2", "?3", "?5", "?9") + ` AS stale) AS s
+		WHERE true
+		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
+		RETURNING id, state`
 )
 
 // jsonEach is the engine's table of a JSON array's elements as text, in a

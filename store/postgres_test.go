@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -185,6 +187,10 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 		})
 	}
 	wg.Wait()
+	files, err := fs.Glob(migrations.Postgres, "*.sql")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("embedded PostgreSQL migrations: %v, %v", files, err)
+	}
 	for i, db := range dbs {
 		if errs[i] != nil {
 			t.Fatalf("replica %d: %v", i, errs[i])
@@ -195,8 +201,8 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 			}
 		})
 		v, err := db.SchemaVersion(context.Background())
-		if err != nil || v != 1 {
-			t.Fatalf("replica %d: schema version %d, %v", i, v, err)
+		if err != nil || v != len(files) {
+			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, len(files))
 		}
 	}
 }

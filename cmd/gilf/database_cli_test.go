@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
 	"strconv"
@@ -11,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -30,8 +33,12 @@ func TestCommandsOnPostgres(t *testing.T) {
 	var out bytes.Buffer
 	env := dataDirEnv(&out, t.TempDir(), map[string]string{DatabaseURLEnv: dsn})
 
+	latest, err := fs.Glob(migrations.Postgres, "*.sql")
+	if err != nil || len(latest) == 0 {
+		t.Fatalf("embedded PostgreSQL migrations: %v, %v", latest, err)
+	}
 	if code := run(ctx, env, []string{"migrate"}); code != exitOK || !strings.Contains(out.String(), "PostgreSQL") ||
-		!strings.Contains(out.String(), "schema version 1") {
+		!strings.Contains(out.String(), fmt.Sprintf("schema version %d", len(latest))) {
 		t.Fatalf("gilf migrate exited %d:\n%s", code, out.String())
 	}
 	db, err := store.OpenPostgres(ctx, dsn, slog.New(slog.DiscardHandler), store.Options{})

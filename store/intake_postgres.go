@@ -1,0 +1,230 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strconv"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// On PostgreSQL the deliveries of a batch that ask for a job are recorded
+// in rounds: one statement (sqlRecordPostgres) per round records every
+// delivery of the round — its row, its new job, the supersession of its
+// pull request's older heads — instead of one statement per delivery.
+// A round holds at most one delivery of each pull request and of each
+// delivery id: the parts of one statement all see the snapshot from
+// before it, so two heads of one pull request in one statement would not
+// see each other. Later deliveries of the same pull request go in later
+// rounds, in the batch's order, so each sees the ones before it exactly as
+// one statement per delivery would.
+
+// pgItem is one delivery of a round and where its result goes.
+type pgItem struct {
+	i   int // index in the batch
+	req *intakeReq
+}
+
+// pgRounds splits the batch's deliveries into rounds: each delivery goes
+// in the round after the last one holding its pull request or its id, so
+// deliveries of one pull request (and of one id) keep their order and no
+// round holds two of either. A delivery without a job is in a round too
+// (recorded on its own, after the round's statement), so a redelivery of
+// its id stays after it.
+func pgRounds(batch []*intakeReq) [][]pgItem {
+	next := make(map[string]int, 2*len(batch)) // key -> first round it may go in
+	var rounds [][]pgItem
+	for i, r := range batch {
+		keys := []string{"id:" + r.d.ID}
+		if r.job != nil {
+			keys = append(keys, "pr:"+r.job.Repo+"#"+strconv.Itoa(r.job.PR))
+		}
+		round := 0
+		for _, k := range keys {
+			round = max(round, next[k])
+		}
+		for _, k := range keys {
+			next[k] = round + 1
+		}
+		if round == len(rounds) {
+			rounds = append(rounds, nil)
+		}
+		rounds[round] = append(rounds[round], pgItem{i: i, req: r})
+	}
+	return rounds
+}
+
+// recordRounds records the batch round by round (see pgRounds), filling
+// results; it reports whether a delivery made a job claimable. A failed
+// statement is an itemError of the round's first delivery when the round
+// has one, else of no delivery in particular (-1).
+func (d *DB) recordRounds(ctx context.Context, st boundStmts, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
+	for _, round := range pgRounds(batch) {
+		var bulk []pgItem
+		for _, it := range round {
+			if it.req.job != nil {
+				bulk = append(bulk, it)
+			}
+		}
+		if len(bulk) > 0 { // one statement for the round
+			res, err := d.recordPostgres(ctx, st, bulk)
+			if err != nil {
+				at := -1
+				if len(bulk) == 1 {
+					at = bulk[0].i
+				}
+				return false, &itemError{i: at, err: err}
+			}
+			for k, it := range bulk {
+				results[it.i] = intakeRes{res: res[k]}
+			}
+		}
+		for _, it := range round {
+			if it.req.job != nil {
+				continue
+			}
+			res, err := d.recordTx(ctx, st, it.req)
+			if err != nil {
+				return false, &itemError{i: it.i, err: err}
+			}
+			results[it.i] = intakeRes{res: res}
+		}
+	}
+	for _, r := range results {
+		queued = queued || claimable(r.res)
+	}
+	return queued, nil
+}
+
+// claimable reports whether recording a delivery made a job claimable:
+// new, queued again, re-run.
+func claimable(res validation.RecordResult) bool {
+	return !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
+}
+
+// recordPostgres records the deliveries of one round (each asks for a
+// job; no two share a pull request or an id) in one statement, as the
+// statements of recordTx and recordJob would one after the other; a
+// duplicate delivery and an existing job then take the shared path, in
+// the round's order.
+func (d *DB) recordPostgres(ctx context.Context, st boundStmts, items []pgItem) ([]validation.RecordResult, error) {
+	n := len(items)
+	var (
+		ids, events, actions, repos, heads, bases, statuses, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
+		headRepos, triggers                                          = make([]string, n), make([]string, n)
+		installs, jobInstalls                                        = make([]*int64, n), make([]*int64, n)
+		prs, received, updated                                       = make([]int64, n), make([]int64, n), make([]int64, n)
+		bodies                                                       = make([][]byte, n)
+	)
+	for k, it := range items {
+		del, job := it.req.d, it.req.job
+		ids[k], events[k], actions[k], statuses[k], reasons[k] = del.ID, del.Event, del.Action, string(del.Status), del.Reason
+		repos[k], prs[k], heads[k], bases[k] = job.Repo, int64(job.PR), job.HeadSHA, job.BaseRef
+		headRepos[k], triggers[k], updated[k], received[k] = job.HeadRepo, job.Trigger, ms(job.PRUpdatedAt), ms(del.ReceivedAt)
+		installs[k], jobInstalls[k] = nullable(del.InstallationID), nullable(job.InstallationID)
+		bodies[k] = it.req.stored.b
+	}
+	now := d.nowMs()
+	rows, err := st.recordPG.QueryContext(ctx, ids, events, actions, installs, repos, prs, heads, bases,
+		received, statuses, reasons, bodies, headRepos, jobInstalls, triggers, updated, staleReason, now)
+	if err != nil {
+		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
+	}
+	type row struct {
+		inserted   bool
+		id         sql.NullInt64
+		state      sql.NullString
+		superseded int
+	}
+	got := make([]row, 0, n)
+	for rows.Next() {
+		var r row
+		if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
+			return nil, errorsJoinClose(fmt.Errorf("record deliveries and jobs: %w", err), rows)
+		}
+		got = append(got, r)
+	}
+	if err := errorsJoinClose(rows.Err(), rows); err != nil {
+		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
+	}
+	if len(got) != n {
+		return nil, fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", len(got), n)
+	}
+	out := make([]validation.RecordResult, n)
+	for k, r := range got {
+		switch {
+		case !r.inserted: // the id is already recorded: nothing else was written
+			out[k], err = d.duplicate(ctx, st, ids[k], bodyRef{})
+		case !r.id.Valid: // the reviewed state has its job
+			out[k], err = d.attachJob(ctx, st, items[k].req.job, now)
+		default:
+			out[k] = validation.RecordResult{JobID: r.id.Int64, JobState: r.state.String, JobCreated: true, Superseded: r.superseded}
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// nullable is v as a nullable array element: 0 (unknown) is NULL.
+func nullable(v int64) *int64 {
+	if v == 0 {
+		return nil
+	}
+	return &v
+}
+
+// errorsJoinClose closes rows and joins its error to err.
+func errorsJoinClose(err error, rows *sql.Rows) error {
+	if cerr := rows.Close(); cerr != nil && err == nil {
+		return cerr
+	}
+	return err
+}
+
+// sqlRecordPostgres is, for each delivery of a round (the arrays ?1–?16,
+// one element per delivery), sqlInsDelivery, then (when the delivery is
+// new) sqlInsJob, then (when the job is new and queued) sqlSupersede, as
+// one statement: one round trip for a round instead of three per delivery.
+// Every part sees the snapshot from before the statement, as the sequence
+// would for what it reads (a new job is its own head, which the
+// supersession leaves alone; no other delivery of the round shares its
+// pull request). It returns, per delivery in order, whether it was
+// inserted, its new job's id and state (NULL when the state already had a
+// job) and how many jobs the new one superseded.
+var sqlRecordPostgres = `WITH i AS (
+		SELECT t.*, ` + newerHead("t.repo", "t.pr", "t.head_sha", "t.base_ref", "t.pr_updated_at") + ` AS stale
+		FROM unnest(CAST(?1 AS TEXT[]), CAST(?2 AS TEXT[]), CAST(?3 AS TEXT[]), CAST(?4 AS BIGINT[]),
+			CAST(?5 AS TEXT[]), CAST(?6 AS BIGINT[]), CAST(?7 AS TEXT[]), CAST(?8 AS TEXT[]), CAST(?9 AS BIGINT[]),
+			CAST(?10 AS TEXT[]), CAST(?11 AS TEXT[]), CAST(?12 AS BYTEA[]), CAST(?13 AS TEXT[]), CAST(?14 AS BIGINT[]),
+			CAST(?15 AS TEXT[]), CAST(?16 AS BIGINT[]))
+			WITH ORDINALITY AS t (id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at,
+				status, reason, body, head_repo, job_installation_id, trigger_action, pr_updated_at, n)),
+	d AS (
+		INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
+			received_at, status, reason, body)
+		SELECT id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at, status, reason, body
+		FROM i
+		ON CONFLICT (id) DO NOTHING RETURNING id),
+	j AS (
+		INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
+			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
+		SELECT i.repo, i.pr, i.head_sha, i.head_repo, i.base_ref, i.job_installation_id, i.id, i.trigger_action,
+			i.pr_updated_at, CASE WHEN i.stale THEN 'superseded' ELSE 'queued' END,
+			CASE WHEN i.stale THEN CAST(?17 AS TEXT) ELSE '' END, CAST(?18 AS BIGINT), CAST(?18 AS BIGINT), CAST(?18 AS BIGINT)
+		FROM i
+		WHERE i.id IN (SELECT id FROM d)
+		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
+		RETURNING id, state, delivery_id, repo, pr, head_sha, base_ref, pr_updated_at),
+	sup AS (
+		UPDATE jobs SET state = 'superseded',
+			reason = 'superseded by head ' || j.head_sha || ' (job ' || j.id || ')', updated_at = ?18
+		FROM j
+		WHERE jobs.repo = j.repo AND jobs.pr = j.pr AND (jobs.head_sha <> j.head_sha OR jobs.base_ref <> j.base_ref)
+			AND jobs.state IN ('queued', 'running') AND jobs.pr_updated_at <= j.pr_updated_at AND j.state = 'queued'
+		RETURNING j.id AS by_job)
+	SELECT i.id IN (SELECT id FROM d), j.id, j.state, (SELECT count(*) FROM sup WHERE sup.by_job = j.id)
+	FROM i LEFT JOIN j ON j.delivery_id = i.id
+	ORDER BY i.n`

@@ -1,0 +1,219 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// TestPostgresBatchMatchesOneByOne: one group commit on PostgreSQL, whose
+// deliveries are recorded in rounds of one statement each (several pull
+// requests per statement, a pull request's later heads in later rounds),
+// ends exactly as the same deliveries recorded one by one on SQLite: the
+// same answers and the same jobs. The batch holds new heads of several
+// pull requests, two heads and a force-push back on one of them, a
+// duplicate id, a second trigger for a recorded head, a stale head, a
+// delivery without a job (twice), and a superseded head asked for again.
+func TestPostgresBatchMatchesOneByOne(t *testing.T) {
+	c := newClock()
+	t0 := c.Now()
+	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
+	type item struct {
+		id       string
+		pr       int
+		head     int // 0: no job
+		updated  int // seconds after t0
+		received int
+	}
+	mk := func(it item) (validation.Delivery, *validation.JobSpec) {
+		d := delivery(it.id, []byte(`{"n":"`+it.id+`"}`), at(it.received))
+		if it.head == 0 {
+			d.Status, d.Event, d.Action, d.PR, d.HeadSHA = validation.DeliveryIgnored, "issues", "opened", 0, ""
+			return d, nil
+		}
+		j := spec(sha(it.head), at(it.updated))
+		j.PR, d.PR, d.HeadSHA = it.pr, it.pr, j.HeadSHA
+		return d, j
+	}
+	before := []item{
+		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
+		{"p2", 4, 40, 0, 0},  // pull request 4: head 40, then 41 supersedes it
+		{"p3", 4, 41, 1, 1},
+	}
+	batch := []item{
+		{"d1", 1, 10, 1, 2},
+		{"d2", 2, 20, 1, 2},
+		{"d3", 1, 11, 2, 3},  // supersedes head 10
+		{"d2", 2, 20, 1, 2},  // the same delivery again: a duplicate
+		{"d5", 3, 30, 5, 3},  // older than head 31: born superseded
+		{"d6", 2, 20, 3, 4},  // head 20 again, another delivery: attaches
+		{"d7", 0, 0, 0, 4},   // no job
+		{"d8", 4, 40, 20, 5}, // head 40 asked for again: queued again, supersedes 41
+		{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
+		{"d7", 0, 0, 0, 4},   // no job, again
+		{"d10", 5, 50, 1, 6},
+	}
+	ctx := context.Background()
+	prepare := func(db *store.DB) {
+		for _, it := range before {
+			d, j := mk(it)
+			record(t, db, d, j)
+		}
+	}
+
+	lite := openAt(t, newLocationOn(t, false), store.Options{Now: c.Now})
+	prepare(lite)
+	var want []validation.RecordResult
+	for _, it := range batch {
+		d, j := mk(it)
+		want = append(want, record(t, lite, d, j))
+	}
+
+	pdb := openAt(t, newLocationOn(t, true), store.Options{Now: c.Now})
+	prepare(pdb)
+	var dels []validation.Delivery
+	var jobs []*validation.JobSpec
+	for _, it := range batch {
+		d, j := mk(it)
+		dels, jobs = append(dels, d), append(jobs, j)
+	}
+	got, errs, err := store.RecordBatch(ctx, pdb, dels, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("delivery %d (%s): %v", i, batch[i].id, err)
+		}
+	}
+	// Job ids differ between the two (the rounds create jobs in another
+	// order): compare by the head each names.
+	wantJobs, gotJobs := allJobs(t, lite), allJobs(t, pdb)
+	wantHeads, gotHeads := heads(wantJobs), heads(gotJobs)
+	if diff := cmp.Diff(byHead(want, wantHeads), byHead(got, gotHeads)); diff != "" {
+		t.Errorf("answers: one by one on SQLite (-) and in one batch on PostgreSQL (+):\n%s", diff)
+	}
+	if diff := cmp.Diff(jobTable(wantJobs, wantHeads), jobTable(gotJobs, gotHeads)); diff != "" {
+		t.Errorf("jobs: one by one on SQLite (-) and in one batch on PostgreSQL (+):\n%s", diff)
+	}
+	if n, err := pdb.CountDeliveries(ctx); err != nil || n != len(before)+len(batch)-2 {
+		t.Errorf("deliveries = %d, %v; want %d", n, err, len(before)+len(batch)-2)
+	}
+}
+
+// newLocationOn is a fresh store's location on PostgreSQL or SQLite,
+// whatever the test's name.
+func newLocationOn(t *testing.T, postgres bool) string {
+	t.Helper()
+	if postgres {
+		return pg.NewDatabase(t)
+	}
+	return t.TempDir() + "/gilf.db"
+}
+
+// allJobs lists every job of db.
+func allJobs(t *testing.T, db *store.DB) []store.JobSummary {
+	t.Helper()
+	list, err := db.ListJobs(context.Background(), store.JobFilter{Limit: store.MaxListJobs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
+}
+
+// heads names each job by its pull request and head.
+func heads(list []store.JobSummary) map[int64]string {
+	m := make(map[int64]string, len(list))
+	for _, j := range list {
+		m[j.ID] = fmt.Sprintf("#%d@%s", j.PR, j.HeadSHA[len(j.HeadSHA)-2:])
+	}
+	return m
+}
+
+var jobRef = regexp.MustCompile(`\(job (\d+)\)`)
+
+// byHead is res with each job id replaced by the head it names.
+func byHead(res []validation.RecordResult, names map[int64]string) []string {
+	var out []string
+	for _, r := range res {
+		name := names[r.JobID]
+		r.JobID = 0
+		out = append(out, fmt.Sprintf("%s %+v", name, r))
+	}
+	return out
+}
+
+// jobTable is every job, named by head, with the ids in its reason named
+// by head too.
+func jobTable(list []store.JobSummary, names map[int64]string) map[string]string {
+	out := make(map[string]string, len(list))
+	for _, j := range list {
+		reason := jobRef.ReplaceAllStringFunc(j.Reason, func(m string) string {
+			id, _ := strconv.ParseInt(jobRef.FindStringSubmatch(m)[1], 10, 64)
+			return "(job " + names[id] + ")"
+		})
+		out[names[j.ID]] = fmt.Sprintf("%s triggers=%d reruns=%d attempts=%d %q", j.State, j.Triggers, j.Reruns, j.Attempts, reason)
+	}
+	return out
+}
+
+// TestPostgresQueryPlans: on a database whose one pull request has
+// thousands of jobs (and others a few), intake's and the claims'
+// statements read indexes, never the whole jobs table — under generic
+// plans (what a prepared statement settles on) and custom ones. A newer
+// head's check once planned a sequential scan on PostgreSQL: EXISTS looks
+// cheap when the planner expects an early hit, and the newest head, which
+// has none, read every job.
+func TestPostgresQueryPlans(t *testing.T) {
+	db := openAt(t, pg.NewDatabase(t), store.Options{})
+	now := time.Now()
+	const busy, others, each = 3000, 50, 5
+	var wg sync.WaitGroup
+	errs := make(chan error, 32)
+	for w := range 32 {
+		wg.Go(func() {
+			for n := w; n < busy+others*each; n += 32 {
+				j := spec(sha(n), now.Add(time.Duration(n)*time.Millisecond))
+				j.Repo = "o/r"
+				if n >= busy {
+					j.PR = 2 + (n-busy)%others
+				} else {
+					j.PR = 1
+				}
+				d := delivery(fmt.Sprintf("d-%d", n), []byte(`{}`), now)
+				d.Repo, d.PR, d.HeadSHA = j.Repo, j.PR, j.HeadSHA
+				if _, err := db.RecordDelivery(context.Background(), d, j); err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatal(err)
+	}
+	plans, err := store.PostgresPlans(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plans) == 0 {
+		t.Fatal("no plans")
+	}
+	for name, plan := range plans {
+		if strings.Contains(plan, "Seq Scan on jobs") {
+			t.Errorf("%s reads the whole jobs table:\n%s", name, plan)
+		}
+	}
+}
