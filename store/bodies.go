@@ -29,23 +29,21 @@ import (
 // so retention (prune.go) can delete old segments whole. A body is stored as a snappy block
 // (encodeBody); its row names the block's segment, offset, length and
 // CRC-32C. The writer reserves room for a batch's bodies; the appender
-// writes and fsyncs them while the writer runs and commits the batch's
-// statements; the writer answers only once the bodies and the WAL are
-// synced, so an acknowledged delivery has its row and its body on disk.
+// writes and fsyncs them while the writer runs the batch's statements;
+// the writer commits only once the bodies are durable, and answers only
+// once the WAL is synced too, so an acknowledged delivery has its row and
+// its body on disk.
 //
-// The commit does not wait for the bodies (committing only after their
-// fsync measured about 10% slower), but nothing lets the batch's rows
-// reach the disk before the bodies do: its WAL frames are synced only
-// after them, and no checkpoint runs in between (DB.inFlight). Only the
-// kernel writing the WAL back on its own within that millisecond, then a
-// power loss, could keep an unacknowledged delivery's row without its
-// body; a failed write does the same without a power loss (its delivery
-// is answered with the error). Such a row — or one damaged any other way:
-// a segment edited or lost, a disk error — is caught, the CRC-32C or the
-// length does not match (ErrBodyCorrupt), and healed when GitHub
-// redelivers the delivery: the duplicate's body replaces the damaged one.
-// A crash of the process alone loses nothing: the page cache keeps both
-// files.
+// Because the commit waits for the bodies (usually synced by the time the
+// statements are done: waiting cost nothing measurable), no row names a
+// body that is not on disk — not in the WAL, not in the database after a
+// checkpoint, which may therefore run at any time. A body that could not
+// be written fails its delivery, without its row. A row whose body was
+// damaged anyway — a segment edited or lost, a disk error — is caught, the
+// CRC-32C or the length does not match (ErrBodyCorrupt), and healed when
+// GitHub redelivers the delivery: the duplicate's body replaces the
+// damaged one. A crash of the process alone loses nothing: the page cache
+// keeps both files.
 
 // ErrBodyLogFull means appending the batch's bodies would pass the store's
 // byte cap (Options.MaxBytes); intake answers 503, as for a full database.

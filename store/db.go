@@ -193,7 +193,6 @@ type DB struct {
 	bodies   *bodyLog        // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
 	wal      *walFile        // SQLite: the WAL, fsynced by the store; see walsync.go
 	reqs     chan *intakeReq // callers → writer
-	inFlight sync.Mutex      // held by the writer from a batch's commit until its bodies are durable
 	appends  chan appendJob  // writer → appender
 	quit     chan struct{}
 	wg       sync.WaitGroup
@@ -351,9 +350,12 @@ func fromMs(v int64) time.Time {
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
 
 // checkpointer copies committed WAL frames into the database file every
-// CheckpointInterval, on its own connection, so commits (and the
-// webhook answers waiting on them) never pay for it. A last checkpoint runs
-// at Close.
+// CheckpointInterval, on its own connection, so commits (and the webhook
+// answers waiting on them) never pay for it; a busy writer checkpoints
+// itself too (see writer). A PASSIVE checkpoint runs beside the writer's
+// commits and copies the frames committed when it began — rows whose
+// bodies are durable, since a batch commits only after its bodies' fsync.
+// A last checkpoint runs at Close.
 func (d *DB) checkpointer(ctx context.Context) {
 	defer d.wg.Done()
 	t := time.NewTicker(d.opts.CheckpointInterval)
@@ -361,12 +363,7 @@ func (d *DB) checkpointer(ctx context.Context) {
 	for {
 		select {
 		case <-t.C:
-			// Skipped while a batch's rows are committed but its
-			// bodies not yet durable; a busy writer checkpoints itself.
-			if d.inFlight.TryLock() {
-				d.checkpoint(ctx, "PASSIVE")
-				d.inFlight.Unlock()
-			}
+			d.checkpoint(ctx, "PASSIVE")
 		case <-d.quit:
 			d.checkpoint(ctx, "TRUNCATE")
 			return

@@ -175,7 +175,8 @@ func TestBusyCheckpointKeepsWALSmall(t *testing.T) {
 }
 
 // TestBodyLogFailures: a body that cannot be written fails its delivery
-// alone (the next one, once the file works again, is stored); a failed
+// alone, without its row (the next one, once the file works again, is
+// stored); a failed
 // fsync of the body log refuses every later delivery.
 func TestBodyLogFailures(t *testing.T) {
 	db := openInternal(t, Options{})
@@ -186,6 +187,11 @@ func TestBodyLogFailures(t *testing.T) {
 	}
 	if _, err := db.RecordDelivery(context.Background(), lone("unwritten"), nil); err == nil {
 		t.Fatal("delivery acknowledged although its body could not be written")
+	}
+	// Its transaction waited for the body and did not commit: no row
+	// names a body that is not on disk.
+	if n, err := db.CountDeliveries(context.Background()); err != nil || n != 1 {
+		t.Fatalf("deliveries after a failed body write = %d, %v; want 1 (only the first)", n, err)
 	}
 	f, err := os.OpenFile(name, os.O_RDWR, 0)
 	if err != nil {
