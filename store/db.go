@@ -23,6 +23,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -198,6 +199,9 @@ type DB struct {
 	wg       sync.WaitGroup
 	closer   sync.Once
 	ready    readyCache // see ready.go
+	// pipelined counts the intake batches PostgreSQL recorded through
+	// pgx's pipeline (intake_postgres.go), for tests.
+	pipelined atomic.Int64
 }
 
 // Open opens (creating when missing) the SQLite database at path, applies

@@ -99,3 +99,6 @@ func explain(ctx context.Context, d *DB, mode, q string, args []any) (string, er
 	}
 	return plan.String(), rows.Err()
 }
+
+// Pipelined is how many intake batches d recorded through pgx's pipeline.
+func Pipelined(d *DB) int64 { return d.pipelined.Load() }

@@ -336,15 +336,20 @@ func (e *itemError) Unwrap() error { return e.err }
 // batch again (bounded by MaxSerializationRetries), and a batch that
 // queued a job notifies JobsChannel with its commit.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
+	pipeline := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, ready)
+		err := d.runBatchOnce(ctx, batch, results, ready, pipeline)
+		if errors.Is(err, errFollowUp) { // rolled back: round by round this time
+			pipeline, try = false, try-1
+			continue
+		}
 		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) (err error) {
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, pipeline bool) (err error) {
 	opts := d.txOptions()
 	locks, byPR := prLocks(batch)
 	if d.engine == EnginePostgres && byPR {
@@ -354,7 +359,19 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		// request arriving together would abort each other instead.
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	tx, err := d.w.BeginTx(ctx, opts)
+	var conn *sql.Conn // the transaction's connection, for pgx's pipeline
+	if d.engine == EnginePostgres && byPR && pipeline {
+		if conn, err = d.w.Conn(ctx); err != nil {
+			return &beginError{err}
+		}
+		defer func() { err = errors.Join(err, conn.Close()) }()
+	}
+	var tx *sql.Tx
+	if conn != nil {
+		tx, err = conn.BeginTx(ctx, opts)
+	} else {
+		tx, err = d.w.BeginTx(ctx, opts)
+	}
 	if err != nil {
 		return &beginError{err}
 	}
@@ -383,7 +400,7 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	if st.recordPG != nil && byPR {
 		// Every delivery touches only its own pull request: one statement
 		// records a round of them (see intake_postgres.go).
-		if queued, err = d.recordRounds(ctx, st, batch, results); err != nil {
+		if queued, err = d.recordRounds(ctx, st, conn, batch, results); err != nil {
 			return err
 		}
 	} else {

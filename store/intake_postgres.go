@@ -3,8 +3,11 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strconv"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -59,8 +62,19 @@ func pgRounds(batch []*intakeReq) [][]pgItem {
 // results; it reports whether a delivery made a job claimable. A failed
 // statement is an itemError of the round's first delivery when the round
 // has one, else of no delivery in particular (-1).
-func (d *DB) recordRounds(ctx context.Context, st boundStmts, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
-	for _, round := range pgRounds(batch) {
+func (d *DB) recordRounds(ctx context.Context, st boundStmts, conn *sql.Conn, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
+	rounds := pgRounds(batch)
+	if conn != nil && len(rounds) > 1 && allJobs(batch) {
+		switch err := d.pipelineRounds(ctx, conn, rounds, results); {
+		case errors.Is(err, errFollowUp):
+			return false, err
+		case err != nil: // which delivery failed is not known: one by one
+			return false, &itemError{i: -1, err: err}
+		}
+		d.pipelined.Add(1)
+		return anyClaimable(results), nil
+	}
+	for _, round := range rounds {
 		var bulk []pgItem
 		for _, it := range round {
 			if it.req.job != nil {
@@ -91,10 +105,27 @@ func (d *DB) recordRounds(ctx context.Context, st boundStmts, batch []*intakeReq
 			results[it.i] = intakeRes{res: res}
 		}
 	}
+	return anyClaimable(results), nil
+}
+
+// anyClaimable reports whether a delivery made a job claimable.
+func anyClaimable(results []intakeRes) bool {
 	for _, r := range results {
-		queued = queued || claimable(r.res)
+		if claimable(r.res) {
+			return true
+		}
 	}
-	return queued, nil
+	return false
+}
+
+// allJobs reports whether every delivery of the batch asks for a job.
+func allJobs(batch []*intakeReq) bool {
+	for _, r := range batch {
+		if r.job == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // claimable reports whether recording a delivery made a job claimable:
@@ -109,6 +140,62 @@ func claimable(res validation.RecordResult) bool {
 // duplicate delivery and an existing job then take the shared path, in
 // the round's order.
 func (d *DB) recordPostgres(ctx context.Context, st boundStmts, items []pgItem) ([]validation.RecordResult, error) {
+	now := d.nowMs()
+	rows, err := st.recordPG.QueryContext(ctx, roundArgs(items, now)...)
+	if err != nil {
+		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
+	}
+	got := make([]roundRow, 0, len(items))
+	for rows.Next() {
+		var r roundRow
+		if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
+			return nil, errorsJoinClose(fmt.Errorf("record deliveries and jobs: %w", err), rows)
+		}
+		got = append(got, r)
+	}
+	if err := errorsJoinClose(rows.Err(), rows); err != nil {
+		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
+	}
+	if len(got) != len(items) {
+		return nil, fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", len(got), len(items))
+	}
+	out := make([]validation.RecordResult, len(items))
+	for k, r := range got {
+		switch {
+		case !r.inserted: // the id is already recorded: nothing else was written
+			out[k], err = d.duplicate(ctx, st, items[k].req.d.ID, bodyRef{})
+		case !r.id.Valid: // the reviewed state has its job
+			out[k], err = d.attachJob(ctx, st, items[k].req.job, now)
+		default:
+			out[k] = r.result()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// roundRow is sqlRecordPostgres's answer for one delivery.
+type roundRow struct {
+	inserted   bool
+	id         sql.NullInt64
+	state      sql.NullString
+	superseded int
+}
+
+// settled reports whether the row is the delivery's whole answer: a new
+// delivery with a new job (a duplicate or an existing job takes the
+// shared path after the statement).
+func (r roundRow) settled() bool { return r.inserted && r.id.Valid }
+
+func (r roundRow) result() validation.RecordResult {
+	return validation.RecordResult{JobID: r.id.Int64, JobState: r.state.String, JobCreated: true, Superseded: r.superseded}
+}
+
+// roundArgs are sqlRecordPostgres's arguments for a round: one array per
+// column, one element per delivery.
+func roundArgs(items []pgItem, now int64) []any {
 	n := len(items)
 	var (
 		ids, events, actions, repos, heads, bases, statuses, reasons = make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
@@ -125,47 +212,64 @@ func (d *DB) recordPostgres(ctx context.Context, st boundStmts, items []pgItem) 
 		installs[k], jobInstalls[k] = nullable(del.InstallationID), nullable(job.InstallationID)
 		bodies[k] = it.req.stored.b
 	}
+	return []any{ids, events, actions, installs, repos, prs, heads, bases,
+		received, statuses, reasons, bodies, headRepos, jobInstalls, triggers, updated, staleReason, now}
+}
+
+// errFollowUp means a pipelined batch met a delivery whose answer needs
+// a statement of its own (a duplicate, an existing job) before the later
+// rounds: the transaction is rolled back and the batch runs round by
+// round.
+var errFollowUp = errors.New("a delivery of the pipelined batch needs a follow-up")
+
+// pipelineRounds sends every round's statement in one go — pgx's
+// pipeline on conn, the transaction's connection: one network round trip
+// for the batch instead of one per round — and reads their answers. It
+// fails with errFollowUp when a delivery's answer is not settled.
+func (d *DB) pipelineRounds(ctx context.Context, conn *sql.Conn, rounds [][]pgItem, results []intakeRes) error {
 	now := d.nowMs()
-	rows, err := st.recordPG.QueryContext(ctx, ids, events, actions, installs, repos, prs, heads, bases,
-		received, statuses, reasons, bodies, headRepos, jobInstalls, triggers, updated, staleReason, now)
-	if err != nil {
-		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
-	}
-	type row struct {
-		inserted   bool
-		id         sql.NullInt64
-		state      sql.NullString
-		superseded int
-	}
-	got := make([]row, 0, n)
-	for rows.Next() {
-		var r row
-		if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
-			return nil, errorsJoinClose(fmt.Errorf("record deliveries and jobs: %w", err), rows)
+	return conn.Raw(func(dc any) error {
+		c, ok := dc.(pgConn)
+		if !ok {
+			return fmt.Errorf("pipeline: a %T connection", dc)
 		}
-		got = append(got, r)
-	}
-	if err := errorsJoinClose(rows.Err(), rows); err != nil {
-		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
-	}
-	if len(got) != n {
-		return nil, fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", len(got), n)
-	}
-	out := make([]validation.RecordResult, n)
-	for k, r := range got {
-		switch {
-		case !r.inserted: // the id is already recorded: nothing else was written
-			out[k], err = d.duplicate(ctx, st, ids[k], bodyRef{})
-		case !r.id.Valid: // the reviewed state has its job
-			out[k], err = d.attachJob(ctx, st, items[k].req.job, now)
-		default:
-			out[k] = validation.RecordResult{JobID: r.id.Int64, JobState: r.state.String, JobCreated: true, Superseded: r.superseded}
+		b := &pgx.Batch{}
+		for _, round := range rounds {
+			b.Queue(pgRecordSQL, roundArgs(round, now)...)
 		}
-		if err != nil {
-			return nil, err
+		br := c.Conn.Conn().SendBatch(ctx, b)
+		for _, round := range rounds {
+			rows, err := br.Query()
+			if err != nil {
+				return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+			}
+			k := 0
+			for rows.Next() {
+				var r roundRow
+				if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
+					rows.Close()
+					return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+				}
+				if k >= len(round) || !r.settled() {
+					rows.Close()
+					return errors.Join(errFollowUp, br.Close())
+				}
+				results[round[k].i] = intakeRes{res: r.result()}
+				k++
+			}
+			rows.Close()
+			if err := rows.Err(); err != nil {
+				return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+			}
+			if k != len(round) {
+				return errors.Join(fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", k, len(round)), br.Close())
+			}
 		}
-	}
-	return out, nil
+		if err := br.Close(); err != nil {
+			return fmt.Errorf("record deliveries and jobs: %w", err)
+		}
+		return nil
+	})
 }
 
 // nullable is v as a nullable array element: 0 (unknown) is NULL.
@@ -228,3 +332,7 @@ var sqlRecordPostgres = `WITH i AS (
 	SELECT i.id IN (SELECT id FROM d), j.id, j.state, (SELECT count(*) FROM sup WHERE sup.by_job = j.id)
 	FROM i LEFT JOIN j ON j.delivery_id = i.id
 	ORDER BY i.n`
+
+// pgRecordSQL is sqlRecordPostgres in PostgreSQL's dialect, for pgx's
+// pipeline (database/sql's statements are rewritten by pgConn).
+var pgRecordSQL = postgresSQL(sqlRecordPostgres)

@@ -20,22 +20,75 @@ import (
 // deliveries are recorded in rounds of one statement each (several pull
 // requests per statement, a pull request's later heads in later rounds),
 // ends exactly as the same deliveries recorded one by one on SQLite: the
-// same answers and the same jobs. The batch holds new heads of several
-// pull requests, two heads and a force-push back on one of them, a
-// duplicate id, a second trigger for a recorded head, a stale head, a
-// delivery without a job (twice), and a superseded head asked for again.
+// same answers and the same jobs.
+//
+// The first batch holds new heads of several pull requests, two heads and
+// a force-push back on one of them, a duplicate id, a second trigger for
+// a recorded head, a stale head, a delivery without a job (twice), and a
+// superseded head asked for again: its pipeline meets follow-ups, rolls
+// back and runs round by round. The second holds only new deliveries
+// asking for jobs — three heads of one pull request among others, a
+// stale one — and is recorded through pgx's pipeline, every round sent
+// at once.
 func TestPostgresBatchMatchesOneByOne(t *testing.T) {
+	before := []batchItem{
+		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
+		{"p2", 4, 40, 0, 0},  // pull request 4: head 40, then 41 supersedes it
+		{"p3", 4, 41, 1, 1},
+	}
+	t.Run("follow-ups", func(t *testing.T) {
+		batch := []batchItem{
+			{"d1", 1, 10, 1, 2},
+			{"d2", 2, 20, 1, 2},
+			{"d3", 1, 11, 2, 3},  // supersedes head 10
+			{"d2", 2, 20, 1, 2},  // the same delivery again: a duplicate
+			{"d5", 3, 30, 5, 3},  // older than head 31: born superseded
+			{"d6", 2, 20, 3, 4},  // head 20 again, another delivery: attaches
+			{"d7", 0, 0, 0, 4},   // no job
+			{"d8", 4, 40, 20, 5}, // head 40 asked for again: queued again, supersedes 41
+			{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
+			{"d7", 0, 0, 0, 4},   // no job, again
+			{"d10", 5, 50, 1, 6},
+		}
+		if n := compareBatch(t, before, batch, len(before)+len(batch)-2); n != 0 {
+			t.Errorf("%d batches pipelined; want 0 (this one needs follow-ups)", n)
+		}
+	})
+	t.Run("pipelined", func(t *testing.T) {
+		batch := []batchItem{
+			{"e1", 1, 10, 1, 2},
+			{"e2", 1, 11, 2, 2}, // supersedes head 10
+			{"e3", 2, 20, 1, 2},
+			{"e4", 1, 12, 3, 3}, // supersedes head 11
+			{"e5", 3, 30, 5, 3}, // older than head 31: born superseded
+			{"e6", 4, 42, 9, 3}, // supersedes head 41
+			{"e7", 2, 21, 2, 4}, // supersedes head 20
+		}
+		if n := compareBatch(t, before, batch, len(before)+len(batch)); n != 1 {
+			t.Errorf("%d batches pipelined; want 1", n)
+		}
+	})
+}
+
+// batchItem is a delivery of TestPostgresBatchMatchesOneByOne.
+type batchItem struct {
+	id       string
+	pr       int
+	head     int // 0: no job
+	updated  int // seconds after the clock's start
+	received int
+}
+
+// compareBatch records before one by one on both engines, then batch one
+// by one on SQLite and as one group commit on PostgreSQL, and compares
+// the answers and the jobs; it returns how many batches PostgreSQL
+// pipelined.
+func compareBatch(t *testing.T, before, batch []batchItem, deliveries int) int64 {
+	t.Helper()
 	c := newClock()
 	t0 := c.Now()
 	at := func(s int) time.Time { return t0.Add(time.Duration(s) * time.Second) }
-	type item struct {
-		id       string
-		pr       int
-		head     int // 0: no job
-		updated  int // seconds after t0
-		received int
-	}
-	mk := func(it item) (validation.Delivery, *validation.JobSpec) {
+	mk := func(it batchItem) (validation.Delivery, *validation.JobSpec) {
 		d := delivery(it.id, []byte(`{"n":"`+it.id+`"}`), at(it.received))
 		if it.head == 0 {
 			d.Status, d.Event, d.Action, d.PR, d.HeadSHA = validation.DeliveryIgnored, "issues", "opened", 0, ""
@@ -44,24 +97,6 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 		j := spec(sha(it.head), at(it.updated))
 		j.PR, d.PR, d.HeadSHA = it.pr, it.pr, j.HeadSHA
 		return d, j
-	}
-	before := []item{
-		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
-		{"p2", 4, 40, 0, 0},  // pull request 4: head 40, then 41 supersedes it
-		{"p3", 4, 41, 1, 1},
-	}
-	batch := []item{
-		{"d1", 1, 10, 1, 2},
-		{"d2", 2, 20, 1, 2},
-		{"d3", 1, 11, 2, 3},  // supersedes head 10
-		{"d2", 2, 20, 1, 2},  // the same delivery again: a duplicate
-		{"d5", 3, 30, 5, 3},  // older than head 31: born superseded
-		{"d6", 2, 20, 3, 4},  // head 20 again, another delivery: attaches
-		{"d7", 0, 0, 0, 4},   // no job
-		{"d8", 4, 40, 20, 5}, // head 40 asked for again: queued again, supersedes 41
-		{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
-		{"d7", 0, 0, 0, 4},   // no job, again
-		{"d10", 5, 50, 1, 6},
 	}
 	ctx := context.Background()
 	prepare := func(db *store.DB) {
@@ -87,6 +122,7 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 		d, j := mk(it)
 		dels, jobs = append(dels, d), append(jobs, j)
 	}
+	pipelined := store.Pipelined(pdb)
 	got, errs, err := store.RecordBatch(ctx, pdb, dels, jobs)
 	if err != nil {
 		t.Fatal(err)
@@ -106,9 +142,10 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 	if diff := cmp.Diff(jobTable(wantJobs, wantHeads), jobTable(gotJobs, gotHeads)); diff != "" {
 		t.Errorf("jobs: one by one on SQLite (-) and in one batch on PostgreSQL (+):\n%s", diff)
 	}
-	if n, err := pdb.CountDeliveries(ctx); err != nil || n != len(before)+len(batch)-2 {
-		t.Errorf("deliveries = %d, %v; want %d", n, err, len(before)+len(batch)-2)
+	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
+		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
 	}
+	return store.Pipelined(pdb) - pipelined
 }
 
 // newLocationOn is a fresh store's location on PostgreSQL or SQLite,
