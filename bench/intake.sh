@@ -2,14 +2,15 @@
 # Measures gilf's webhook intake on SQLite and on a private PostgreSQL
 # server (Debian's postgresql package, started and stopped here) against a
 # bare net/http handler on loopback at concurrency 1, 16 and 64, and prints
-# a table: requests/s, p99 latency, the gilf/bare ratio, and a durability
+# a table per traffic shape (-prs, default 1,500 pull requests): requests/s,
+# p99 latency, the gilf/bare ratio, and a durability
 # check (every 2xx answer has its row in the store). The servers run in a
 # child process; the load generator is a minimal HTTP/1.1 client in the
 # parent. Each level alternates bare, SQLite and PostgreSQL -repeat times
 # (default 3) and shows the median: on a shared machine the speed drifts
 # between runs by a third.
 #
-# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -repeat 5 -prs 500 -synchronous NORMAL]
+# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -repeat 5 -prs 1,500 -c 64 -synchronous NORMAL]
 # The payload comes from the shared test data ($GILF_SHARED_DIR, else
 # ../shared beside the repository).
 set -euo pipefail

@@ -3,8 +3,11 @@
 // -postgres, on a private PostgreSQL server, against a bare net/http
 // handler that only reads the body and answers 202, in the same run, at
 // each concurrency level. Every request is a signed ~25 KB pull_request
-// delivery with a unique delivery id and head sha. After each gilf level
-// it checks that every 2xx answer has its row in the store.
+// delivery with a unique delivery id and head sha, for each traffic shape
+// in turn (-prs, default 1,500: all deliveries new heads of one pull
+// request — they take turns, each superseding the last — or spread over
+// 500). After each gilf level it checks that every 2xx answer has its row
+// in the store.
 //
 // The servers run in a child process (this binary with -serve), apart from
 // the load generator, as GitHub is apart from a real App: the generator's
@@ -84,12 +87,12 @@ type config struct {
 	dir         string
 	cpuProfile  string
 	postgres    bool
-	prs         int
+	prs         []int // traffic shapes: how many pull requests the deliveries spread over
 }
 
 func parseFlags() (config, error) {
 	var c config
-	var levels, syncLevel string
+	var levels, syncLevel, prs string
 	flag.StringVar(&c.payload, "payload", "", "a real pull_request webhook payload (JSON file)")
 	flag.IntVar(&c.size, "size", DefaultSize, "payload size in bytes after padding pull_request.body")
 	flag.StringVar(&levels, "c", "1,16,64", "concurrency levels")
@@ -100,7 +103,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&syncLevel, "synchronous", string(store.DefaultSynchronous), "SQLite synchronous level: FULL or NORMAL")
 	flag.StringVar(&c.dir, "dir", "", "directory for the SQLite file (default: a new temp dir, removed after)")
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the servers (whole run) to this file")
-	flag.IntVar(&c.prs, "prs", 1, "spread the deliveries over this many pull requests of the repository (1: each is a new head of one, superseding the last)")
+	flag.StringVar(&prs, "prs", "1,500", "traffic shapes, each measured in turn: spread the deliveries over this many pull requests of the repository (1: each is a new head of one, superseding the last)")
 	flag.BoolVar(&c.postgres, "postgres", false, "also measure gilf on a private PostgreSQL server (Debian's postgresql package)")
 	flag.Parse()
 	if c.payload == "" {
@@ -116,8 +119,12 @@ func parseFlags() (config, error) {
 	if c.duration <= 0 || c.duration > 10*time.Minute || c.maxRequests < 1 {
 		return c, errors.New("-duration must be in (0, 10m] and -max-requests positive")
 	}
-	if c.prs < 1 || c.prs > 900_000_000 {
-		return c, errors.New("-prs must be in [1, 900000000]")
+	for _, s := range strings.Split(prs, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(s))
+		if err != nil || n < 1 || n > 900_000_000 {
+			return c, fmt.Errorf("bad -prs %q: each must be in [1, 900000000]", s)
+		}
+		c.prs = append(c.prs, n)
 	}
 	if c.repeat < 1 || c.repeat > MaxRepeat {
 		return c, fmt.Errorf("-repeat must be in [1, %d]", MaxRepeat)
@@ -171,71 +178,74 @@ func run() error {
 	}
 	defer srv.stop()
 
-	fmt.Printf("payload %d bytes (%s, body padded), %d pull request(s), synchronous=%s, %v or %d requests per run, median of %d runs\n",
-		len(tmpl.body), filepath.Base(cfg.payload), cfg.prs, cfg.sync, cfg.duration, cfg.maxRequests, cfg.repeat)
+	fmt.Printf("payload %d bytes (%s, body padded), synchronous=%s, %v or %d requests per run, median of %d runs\n",
+		len(tmpl.body), filepath.Base(cfg.payload), cfg.sync, cfg.duration, cfg.maxRequests, cfg.repeat)
 	fmt.Println(durability(cfg.sync))
 	if cfg.postgres {
 		fmt.Println("durability: postgres: every 2xx waits for its transaction's commit, fsynced by the server (fsync=on, synchronous_commit=on)")
 	}
-	header := fmt.Sprintf("%5s | %12s %10s", "c", "bare req/s", "bare p99")
-	for _, g := range srv.gilf {
-		header += fmt.Sprintf(" | %18s %10s %6s", g.name+" req/s", "p99", "ratio")
-	}
-	fmt.Println(header + " | durable")
-	var seq atomic.Int64
-	atTarget := make([][]result, len(srv.gilf))
-	for _, c := range cfg.levels {
-		gen := &generator{tmpl: tmpl, secret: secret, seq: &seq, prs: cfg.prs}
-		var bs []result
-		gs := make([][]result, len(srv.gilf))
-		durable := "ok"
-		// Bare and each gilf alternate, repeat times: on a shared machine
-		// the speed drifts between runs, and every handler sees the same
-		// drift.
-		for range cfg.repeat {
-			gen.load(ctx, srv.bare, c, 0, cfg.warmup)
-			bs = append(bs, gen.load(ctx, srv.bare, c, cfg.duration, cfg.maxRequests))
+	seq := new(atomic.Int64) // delivery numbers: every delivery of the run is new
+	for _, prs := range cfg.prs {
+		fmt.Printf("\ntraffic: %s\n", shape(prs))
+		header := fmt.Sprintf("%5s | %12s %10s", "c", "bare req/s", "bare p99")
+		for _, g := range srv.gilf {
+			header += fmt.Sprintf(" | %18s %10s %6s", g.name+" req/s", "p99", "ratio")
+		}
+		fmt.Println(header + " | durable")
+		atTarget := make([][]result, len(srv.gilf))
+		for _, c := range cfg.levels {
+			gen := &generator{tmpl: tmpl, secret: secret, seq: seq, prs: prs}
+			var bs []result
+			gs := make([][]result, len(srv.gilf))
+			durable := "ok"
+			// Bare and each gilf alternate, repeat times: on a shared machine
+			// the speed drifts between runs, and every handler sees the same
+			// drift.
+			for range cfg.repeat {
+				gen.load(ctx, srv.bare, c, 0, cfg.warmup)
+				bs = append(bs, gen.load(ctx, srv.bare, c, cfg.duration, cfg.maxRequests))
+				for i, h := range srv.gilf {
+					gen.load(ctx, h.url, c, 0, cfg.warmup)
+					mid, err := count(h.count)
+					if err != nil {
+						return err
+					}
+					g := gen.load(ctx, h.url, c, cfg.duration, cfg.maxRequests)
+					after, err := count(h.count)
+					if err != nil {
+						return err
+					}
+					if after-mid != g.ok {
+						durable = fmt.Sprintf("MISMATCH (%s): %d answers 2xx, %d rows", h.name, g.ok, after-mid)
+					}
+					gs[i] = append(gs[i], g)
+				}
+			}
+			b := median(bs)
+			failed := failures(bs)
+			line := fmt.Sprintf("%5d | %12.0f %10s", c, b.rate(), ms(b.p(0.99)))
+			for i := range srv.gilf {
+				g := median(gs[i])
+				failed += failures(gs[i])
+				line += fmt.Sprintf(" | %18.0f %10s %5.2fx", g.rate(), ms(g.p(0.99)), g.rate()/b.rate())
+				if c == TargetConcurrency {
+					atTarget[i] = gs[i]
+				}
+			}
+			if failed > 0 {
+				durable += fmt.Sprintf(" (%d failed)", failed)
+			}
+			fmt.Println(line + " | " + durable)
 			for i, h := range srv.gilf {
-				gen.load(ctx, h.url, c, 0, cfg.warmup)
-				mid, err := count(h.count)
-				if err != nil {
-					return err
+				if r := spread(bs, gs[i]); r != "" {
+					fmt.Printf("        %s:%s\n", h.name, r)
 				}
-				g := gen.load(ctx, h.url, c, cfg.duration, cfg.maxRequests)
-				after, err := count(h.count)
-				if err != nil {
-					return err
-				}
-				if after-mid != g.ok {
-					durable = fmt.Sprintf("MISMATCH (%s): %d answers 2xx, %d rows", h.name, g.ok, after-mid)
-				}
-				gs[i] = append(gs[i], g)
 			}
 		}
-		b := median(bs)
-		failed := failures(bs)
-		line := fmt.Sprintf("%5d | %12.0f %10s", c, b.rate(), ms(b.p(0.99)))
-		for i := range srv.gilf {
-			g := median(gs[i])
-			failed += failures(gs[i])
-			line += fmt.Sprintf(" | %18.0f %10s %5.2fx", g.rate(), ms(g.p(0.99)), g.rate()/b.rate())
-			if c == TargetConcurrency {
-				atTarget[i] = gs[i]
-			}
-		}
-		if failed > 0 {
-			durable += fmt.Sprintf(" (%d failed)", failed)
-		}
-		fmt.Println(line + " | " + durable)
 		for i, h := range srv.gilf {
-			if r := spread(bs, gs[i]); r != "" {
-				fmt.Printf("        %s:%s\n", h.name, r)
+			if len(atTarget[i]) > 0 {
+				fmt.Println(verdict(h.name, prs, atTarget[i]))
 			}
-		}
-	}
-	for i, h := range srv.gilf {
-		if len(atTarget[i]) > 0 {
-			fmt.Println(verdict(h.name, atTarget[i]))
 		}
 	}
 	return nil
@@ -243,22 +253,30 @@ func run() error {
 
 // verdict compares the median run at TargetConcurrency with the engine's
 // target.
-func verdict(engine string, runs []result) string {
+func verdict(engine string, prs int, runs []result) string {
 	m := median(runs)
 	if engine == "postgres" {
 		ok := "met"
 		if m.rate() < TargetRatePG {
 			ok = "NOT met"
 		}
-		return fmt.Sprintf("target on postgres at c=%d: >= %d req/s, every one durable: %s (median %.0f req/s of %d runs, p99 %s)",
-			TargetConcurrency, TargetRatePG, ok, m.rate(), len(runs), ms(m.p(0.99)))
+		return fmt.Sprintf("target on postgres at c=%d, %s: >= %d req/s, every one durable: %s (median %.0f req/s of %d runs, p99 %s)",
+			TargetConcurrency, shape(prs), TargetRatePG, ok, m.rate(), len(runs), ms(m.p(0.99)))
 	}
 	ok := "met"
 	if m.rate() < TargetRate || m.p(0.99) > TargetP99 {
 		ok = "NOT met"
 	}
-	return fmt.Sprintf("target on sqlite at c=%d: >= %d req/s (2x Probot's 2.3k) and p99 <= %s, every one durable: %s (median %.0f req/s of %d runs, p99 %s)",
-		TargetConcurrency, TargetRate, ms(TargetP99), ok, m.rate(), len(runs), ms(m.p(0.99)))
+	return fmt.Sprintf("target on sqlite at c=%d, %s: >= %d req/s (2x Probot's 2.3k) and p99 <= %s, every one durable: %s (median %.0f req/s of %d runs, p99 %s)",
+		TargetConcurrency, shape(prs), TargetRate, ms(TargetP99), ok, m.rate(), len(runs), ms(m.p(0.99)))
+}
+
+// shape names a traffic shape.
+func shape(prs int) string {
+	if prs == 1 {
+		return "1 pull request (each delivery a new head superseding the last)"
+	}
+	return fmt.Sprintf("%d pull requests (each delivery a new head of one of them)", prs)
 }
 
 // createDatabase makes a fresh database on the private server.
