@@ -199,8 +199,8 @@ type DB struct {
 	wg       sync.WaitGroup
 	closer   sync.Once
 	ready    readyCache // see ready.go
-	// pipelined counts the intake batches PostgreSQL recorded through
-	// pgx's pipeline (intake_postgres.go), for tests.
+	// pipelined counts the statements of the intake batches PostgreSQL
+	// recorded through pgx's pipeline (intake_postgres.go), for tests.
 	pipelined atomic.Int64
 }
 

@@ -100,5 +100,6 @@ func explain(ctx context.Context, d *DB, mode, q string, args []any) (string, er
 	return plan.String(), rows.Err()
 }
 
-// Pipelined is how many intake batches d recorded through pgx's pipeline.
+// Pipelined is how many statements (one per round) the intake batches d
+// recorded through pgx's pipeline sent.
 func Pipelined(d *DB) int64 { return d.pipelined.Load() }

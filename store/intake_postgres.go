@@ -71,7 +71,7 @@ func (d *DB) recordRounds(ctx context.Context, st boundStmts, conn *sql.Conn, ba
 		case err != nil: // which delivery failed is not known: one by one
 			return false, &itemError{i: -1, err: err}
 		}
-		d.pipelined.Add(1)
+		d.pipelined.Add(int64(len(rounds)))
 		return anyClaimable(results), nil
 	}
 	for _, round := range rounds {

@@ -26,10 +26,11 @@ import (
 // a force-push back on one of them, a duplicate id, a second trigger for
 // a recorded head, a stale head, a delivery without a job (twice), and a
 // superseded head asked for again: its pipeline meets follow-ups, rolls
-// back and runs round by round. The second holds only new deliveries
-// asking for jobs — three heads of one pull request among others, a
-// stale one — and is recorded through pgx's pipeline, every round sent
-// at once.
+// back and runs round by round. The others hold only new deliveries
+// asking for jobs, recorded through pgx's pipeline, every round sent at
+// once — heads of several pull requests, four heads of one with the same
+// update time, a pull request whose update time goes back — but for a
+// head asked for twice, whose second delivery attaches (it falls back).
 func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 	before := []batchItem{
 		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
@@ -51,11 +52,15 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 			{"d10", 5, 50, 1, 6},
 		}
 		if n := compareBatch(t, before, batch, len(before)+len(batch)-2); n != 0 {
-			t.Errorf("%d batches pipelined; want 0 (this one needs follow-ups)", n)
+			t.Errorf("%d statements pipelined; want 0 (this batch needs follow-ups)", n)
 		}
 	})
-	t.Run("pipelined", func(t *testing.T) {
-		batch := []batchItem{
+	for _, c := range []struct {
+		name       string
+		batch      []batchItem
+		statements int64 // sent through the pipeline; 0: it fell back to round by round
+	}{
+		{"several pull requests", []batchItem{ // three rounds
 			{"e1", 1, 10, 1, 2},
 			{"e2", 1, 11, 2, 2}, // supersedes head 10
 			{"e3", 2, 20, 1, 2},
@@ -63,11 +68,23 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 			{"e5", 3, 30, 5, 3}, // older than head 31: born superseded
 			{"e6", 4, 42, 9, 3}, // supersedes head 41
 			{"e7", 2, 21, 2, 4}, // supersedes head 20
-		}
-		if n := compareBatch(t, before, batch, len(before)+len(batch)); n != 1 {
-			t.Errorf("%d batches pipelined; want 1", n)
-		}
-	})
+		}, 3},
+		{"one pull request, the same update time", []batchItem{
+			{"f1", 1, 10, 1, 2}, {"f2", 1, 11, 1, 2}, {"f3", 1, 12, 1, 2}, {"f4", 1, 13, 1, 3},
+		}, 4},
+		{"a pull request going back in time", []batchItem{ // h3 is born superseded
+			{"h1", 1, 10, 5, 2}, {"h2", 2, 20, 1, 2}, {"h3", 1, 11, 4, 2}, {"h4", 1, 12, 6, 3},
+		}, 3},
+		{"a head twice", []batchItem{ // the second attaches: round by round
+			{"k1", 1, 10, 1, 2}, {"k2", 1, 11, 2, 2}, {"k3", 1, 10, 3, 3},
+		}, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if n := compareBatch(t, before, c.batch, len(before)+len(c.batch)); n != c.statements {
+				t.Errorf("%d statements pipelined; want %d", n, c.statements)
+			}
+		})
+	}
 }
 
 // batchItem is a delivery of TestPostgresBatchMatchesOneByOne.
@@ -81,8 +98,8 @@ type batchItem struct {
 
 // compareBatch records before one by one on both engines, then batch one
 // by one on SQLite and as one group commit on PostgreSQL, and compares
-// the answers and the jobs; it returns how many batches PostgreSQL
-// pipelined.
+// the answers and the jobs; it returns how many statements PostgreSQL
+// sent through its pipeline.
 func compareBatch(t *testing.T, before, batch []batchItem, deliveries int) int64 {
 	t.Helper()
 	c := newClock()
