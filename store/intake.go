@@ -171,11 +171,11 @@ func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes,
 	var bad *itemError
 	switch {
 	case errors.As(err, &bad) && len(live) > 1:
-		id := "" // a round's statement failed: any of its deliveries
-		if bad.i >= 0 {
-			id = live[bad.i].d.ID
+		attrs := []any{"err", bad.err}
+		if bad.i >= 0 { // else a statement of several deliveries failed
+			attrs = append(attrs, "delivery_id", live[bad.i].d.ID)
 		}
-		d.log.Warn("group commit failed on one delivery; committing one by one", "delivery_id", id, "err", bad.err)
+		d.log.Warn("group commit failed on one delivery; committing one by one", attrs...)
 		for i := range live {
 			if err := d.runBatch(ctx, live[i:i+1], res[i:i+1], ready); err != nil {
 				res[i] = intakeRes{err: err}

@@ -238,31 +238,40 @@ func (d *DB) pipelineRounds(ctx context.Context, conn *sql.Conn, rounds [][]pgIt
 			b.Queue(pgRecordSQL, roundArgs(round, now)...)
 		}
 		br := c.Conn.Conn().SendBatch(ctx, b)
+		// On a failure, closing the batch reports the same error again:
+		// the first one is returned alone.
+		fail := func(err error) error {
+			_ = br.Close()
+			if errors.Is(err, errFollowUp) {
+				return err
+			}
+			return fmt.Errorf("record deliveries and jobs: %w", err)
+		}
 		for _, round := range rounds {
 			rows, err := br.Query()
 			if err != nil {
-				return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+				return fail(err)
 			}
 			k := 0
 			for rows.Next() {
 				var r roundRow
 				if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
 					rows.Close()
-					return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+					return fail(err)
 				}
 				if k >= len(round) || !r.settled() {
 					rows.Close()
-					return errors.Join(errFollowUp, br.Close())
+					return fail(errFollowUp)
 				}
 				results[round[k].i] = intakeRes{res: r.result()}
 				k++
 			}
 			rows.Close()
 			if err := rows.Err(); err != nil {
-				return errors.Join(fmt.Errorf("record deliveries and jobs: %w", err), br.Close())
+				return fail(err)
 			}
 			if k != len(round) {
-				return errors.Join(fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", k, len(round)), br.Close())
+				return fail(fmt.Errorf("%d results for %d deliveries", k, len(round)))
 			}
 		}
 		if err := br.Close(); err != nil {

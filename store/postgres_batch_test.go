@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
@@ -269,5 +270,50 @@ func TestPostgresQueryPlans(t *testing.T) {
 		if strings.Contains(plan, "Seq Scan on jobs") {
 			t.Errorf("%s reads the whole jobs table:\n%s", name, plan)
 		}
+	}
+}
+
+// TestPostgresBadDeliveryFailsAlone: a delivery the database refuses
+// inside a pipelined batch (a trigger here, a constraint in life) fails
+// alone: the batch is rolled back and committed one by one, and every
+// other delivery and job is stored.
+func TestPostgresBadDeliveryFailsAlone(t *testing.T) {
+	dsn := pg.NewDatabase(t)
+	db := openAt(t, dsn, store.Options{})
+	ctx := context.Background()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, `CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS
+		$$ BEGIN IF NEW.id = 'poison' THEN RAISE EXCEPTION 'poisoned delivery'; END IF; RETURN NEW; END $$;
+		CREATE TRIGGER poison BEFORE INSERT ON deliveries FOR EACH ROW EXECUTE FUNCTION poison()`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	var dels []validation.Delivery
+	var jobs []*validation.JobSpec
+	for i, id := range []string{"a", "b", "poison", "c", "d"} {
+		j := spec(sha(i), now.Add(time.Duration(i)*time.Second))
+		j.PR = 1 + i%2 // two pull requests, so several rounds: the pipeline
+		d := delivery(id, []byte(`{}`), now)
+		d.PR, d.HeadSHA = j.PR, j.HeadSHA
+		dels, jobs = append(dels, d), append(jobs, j)
+	}
+	_, errs, err := store.RecordBatch(ctx, db, dels, jobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, err := range errs {
+		if bad := dels[i].ID == "poison"; bad != (err != nil) || bad && !strings.Contains(err.Error(), "poisoned delivery") {
+			t.Errorf("delivery %s: err = %v", dels[i].ID, err)
+		}
+	}
+	if n, err := db.CountDeliveries(ctx); err != nil || n != 4 {
+		t.Errorf("deliveries = %d, %v; want 4", n, err)
+	}
+	if list := allJobs(t, db); len(list) != 4 {
+		t.Errorf("jobs = %d, want 4 (the poisoned delivery's job rolled back)", len(list))
 	}
 }
