@@ -2,6 +2,7 @@ package local
 
 import (
 	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"errors"
@@ -99,12 +100,16 @@ func TestNotRootIsRefused(t *testing.T) {
 	cmd := exec.Command(bin)
 	cmd.Env = []string{helperEnv + "=unprivileged-run", "TMPDIR=" + tmp}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534, Groups: []uint32{}}}
-	out, err := cmd.CombinedOutput()
+	// The verdict is on stdout alone: under -cover the copy also warns on
+	// stderr that it has nowhere to write coverage (GOCOVERDIR).
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("helper: %v\n%s", err, out)
+		t.Fatalf("helper: %v\n%s%s", err, out, stderr.Bytes())
 	}
 	if got := strings.TrimSpace(string(out)); got != "code=sandbox_user_unavailable entries=0" {
-		t.Errorf("helper said %q", got)
+		t.Errorf("helper said %q (stderr: %q)", got, stderr.String())
 	}
 }
 
