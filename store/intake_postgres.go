@@ -21,7 +21,9 @@ import (
 // before it, so two heads of one pull request in one statement would not
 // see each other. Later deliveries of the same pull request go in later
 // rounds, in the batch's order, so each sees the ones before it exactly as
-// one statement per delivery would.
+// one statement per delivery would. When a batch has several rounds and
+// every delivery asks for a job, all its rounds go to the server at once
+// (pipelineRounds).
 
 // pgItem is one delivery of a round and where its result goes.
 type pgItem struct {
@@ -60,8 +62,8 @@ func pgRounds(batch []*intakeReq) [][]pgItem {
 
 // recordRounds records the batch round by round (see pgRounds), filling
 // results; it reports whether a delivery made a job claimable. A failed
-// statement is an itemError of the round's first delivery when the round
-// has one, else of no delivery in particular (-1).
+// statement is an itemError of its delivery when it recorded one, else of
+// no delivery in particular (-1), and the caller commits one by one.
 func (d *DB) recordRounds(ctx context.Context, st boundStmts, conn *sql.Conn, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
 	rounds := pgRounds(batch)
 	if conn != nil && len(rounds) > 1 && allJobs(batch) {
