@@ -147,19 +147,9 @@ func (d *DB) recordPostgres(ctx context.Context, st boundStmts, items []pgItem) 
 	if err != nil {
 		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
 	}
-	got := make([]roundRow, 0, len(items))
-	for rows.Next() {
-		var r roundRow
-		if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
-			return nil, errorsJoinClose(fmt.Errorf("record deliveries and jobs: %w", err), rows)
-		}
-		got = append(got, r)
-	}
-	if err := errorsJoinClose(rows.Err(), rows); err != nil {
+	got, err := readRound(rows, len(items))
+	if err := errors.Join(err, rows.Close()); err != nil {
 		return nil, fmt.Errorf("record deliveries and jobs: %w", err)
-	}
-	if len(got) != len(items) {
-		return nil, fmt.Errorf("record deliveries and jobs: %d results for %d deliveries", len(got), len(items))
 	}
 	out := make([]validation.RecordResult, len(items))
 	for k, r := range got {
@@ -184,6 +174,33 @@ type roundRow struct {
 	id         sql.NullInt64
 	state      sql.NullString
 	superseded int
+}
+
+// roundRows is what database/sql's rows and pgx's both offer.
+type roundRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+}
+
+// readRound reads a round statement's rows: n, one per delivery in order.
+// The caller closes rows.
+func readRound(rows roundRows, n int) ([]roundRow, error) {
+	got := make([]roundRow, 0, n)
+	for rows.Next() {
+		var r roundRow
+		if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
+			return nil, err
+		}
+		got = append(got, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	if len(got) != n {
+		return nil, fmt.Errorf("%d results for %d deliveries", len(got), n)
+	}
+	return got, nil
 }
 
 // settled reports whether the row is the delivery's whole answer: a new
@@ -254,26 +271,16 @@ func (d *DB) pipelineRounds(ctx context.Context, conn *sql.Conn, rounds [][]pgIt
 			if err != nil {
 				return fail(err)
 			}
-			k := 0
-			for rows.Next() {
-				var r roundRow
-				if err := rows.Scan(&r.inserted, &r.id, &r.state, &r.superseded); err != nil {
-					rows.Close()
-					return fail(err)
-				}
-				if k >= len(round) || !r.settled() {
-					rows.Close()
+			got, err := readRound(rows, len(round))
+			rows.Close()
+			if err != nil {
+				return fail(err)
+			}
+			for k, r := range got {
+				if !r.settled() {
 					return fail(errFollowUp)
 				}
 				results[round[k].i] = intakeRes{res: r.result()}
-				k++
-			}
-			rows.Close()
-			if err := rows.Err(); err != nil {
-				return fail(err)
-			}
-			if k != len(round) {
-				return fail(fmt.Errorf("%d results for %d deliveries", k, len(round)))
 			}
 		}
 		if err := br.Close(); err != nil {
@@ -289,14 +296,6 @@ func nullable(v int64) *int64 {
 		return nil
 	}
 	return &v
-}
-
-// errorsJoinClose closes rows and joins its error to err.
-func errorsJoinClose(err error, rows *sql.Rows) error {
-	if cerr := rows.Close(); cerr != nil && err == nil {
-		return cerr
-	}
-	return err
 }
 
 // sqlRecordPostgres is, for each delivery of a round (the arrays ?1–?16,
