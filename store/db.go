@@ -191,10 +191,10 @@ type DB struct {
 	log      *slog.Logger
 	opts     Options
 	stmts    intakeStmts
-	bodies   *bodyLog        // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
-	wal      *walFile        // SQLite: the WAL, fsynced by the store; see walsync.go
-	reqs     chan *intakeReq // callers → writer
-	appends  chan appendJob  // writer → appender
+	bodies   *bodyLog          // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
+	wal      *walFile          // SQLite: the WAL, fsynced by the store; see walsync.go
+	reqs     []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
+	appends  chan appendJob    // writer → appender
 	quit     chan struct{}
 	wg       sync.WaitGroup
 	closer   sync.Once
@@ -256,7 +256,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
 	d := &DB{engine: EngineSQLite, w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
-		reqs: make(chan *intakeReq), appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
+		reqs: []chan *intakeReq{make(chan *intakeReq)}, appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
 		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.durable(); err != nil { // the migrations just applied
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
@@ -266,7 +266,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	}
 	life := context.WithoutCancel(ctx)
 	d.wg.Add(3)
-	go d.writer(life)
+	go d.writer(life, d.reqs[0])
 	go d.appender()
 	go d.checkpointer(life)
 	return d, nil

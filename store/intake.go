@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"io/fs"
 	"slices"
 	"strconv"
@@ -65,7 +66,7 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
 	r.d.Body = nil // the caller may reuse it once this returns, even early
 	select {
-	case d.reqs <- r:
+	case d.queueOf(r) <- r:
 	case <-d.quit:
 		return fail(ErrClosed)
 	case <-ctx.Done():
@@ -108,10 +109,33 @@ func checkDelivery(del validation.Delivery, job *validation.JobSpec) error {
 	return nil
 }
 
-// writer takes one pending delivery, then every other delivery already
-// waiting (up to MaxBatch), and commits them together. It exits when the
-// store closes, and then closes the appender's queue.
-func (d *DB) writer(ctx context.Context) {
+// queueOf is the writer queue of a delivery. Each pull request has one
+// (a hash of its repository and number), so one writer records all its
+// deliveries, in the order they came: the deliveries of a busy pull
+// request fill that writer's batches instead of taking turns on the pull
+// request's lock with the other writers of the replica, one commit each
+// (measured on PostgreSQL with one pull request). A delivery without a
+// job goes by its id.
+func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
+	if len(d.reqs) == 1 {
+		return d.reqs[0]
+	}
+	h := fnv.New32a()
+	if r.job != nil {
+		h.Write([]byte(r.job.Repo))
+		h.Write([]byte{0})
+		h.Write(strconv.AppendInt(nil, int64(r.job.PR), 10))
+	} else {
+		h.Write([]byte(r.d.ID))
+	}
+	return d.reqs[h.Sum32()%uint32(len(d.reqs))]
+}
+
+// writer takes one pending delivery of its queue, then every other
+// delivery already waiting there (up to MaxBatch), and commits them
+// together. It exits when the store closes; SQLite's one writer then
+// closes the appender's queue.
+func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
 	if d.engine == EngineSQLite { // the one writer feeds the appender
 		defer close(d.appends)
@@ -130,7 +154,7 @@ func (d *DB) writer(ctx context.Context) {
 		}
 		var first *intakeReq
 		select {
-		case first = <-d.reqs:
+		case first = <-reqs:
 		case <-d.quit:
 			return
 		}
@@ -138,7 +162,7 @@ func (d *DB) writer(ctx context.Context) {
 	fill:
 		for len(batch) < d.opts.MaxBatch {
 			select {
-			case r := <-d.reqs:
+			case r := <-reqs:
 				batch = append(batch, r)
 			default:
 				break fill
@@ -343,6 +367,13 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 			pipeline, try = false, try-1
 			continue
 		}
+		var begin *beginError
+		if errors.As(err, &begin) && begin.pipeline {
+			// The pipeline did not begin: an ordinary transaction, whose
+			// begin database/sql retries on a fresh connection.
+			pipeline = false
+			continue
+		}
 		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
@@ -352,6 +383,10 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, pipeline bool) (err error) {
 	opts := d.txOptions()
 	locks, byPR := prLocks(batch)
+	if d.engine == EnginePostgres && byPR && pipeline && allJobs(batch) {
+		// The whole transaction in one round trip (intake_postgres.go).
+		return d.pipelineBatch(ctx, locks, batch, results)
+	}
 	if d.engine == EnginePostgres && byPR {
 		// Every delivery touches only its own pull request's jobs:
 		// deliveries of one pull request take turns on its lock, others
@@ -359,21 +394,9 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		// request arriving together would abort each other instead.
 		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	var conn *sql.Conn // the transaction's connection, for pgx's pipeline
-	if d.engine == EnginePostgres && byPR && pipeline {
-		if conn, err = d.w.Conn(ctx); err != nil {
-			return &beginError{err}
-		}
-		defer func() { err = errors.Join(err, conn.Close()) }()
-	}
-	var tx *sql.Tx
-	if conn != nil {
-		tx, err = conn.BeginTx(ctx, opts)
-	} else {
-		tx, err = d.w.BeginTx(ctx, opts)
-	}
+	tx, err := d.w.BeginTx(ctx, opts)
 	if err != nil {
-		return &beginError{err}
+		return &beginError{err: err}
 	}
 	defer func() {
 		if err != nil {
@@ -381,17 +404,7 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		}
 	}()
 	if d.engine == EnginePostgres && byPR && len(locks) > 0 {
-		// In one order, so two batches do not wait for each other's (a
-		// deadlock PostgreSQL broke anyway would run the batch again).
-		// The same round trip makes the transaction run its prepared
-		// statements on their generic plans: a custom plan of a round's
-		// statement (sqlRecordPostgres) costs more to make than to run
-		// (measured: about 1 ms to plan a one-delivery round that runs in
-		// 0.2 ms), and the server keeps choosing one when its estimates
-		// of the arrays favour it. TestPostgresQueryPlans checks the
-		// generic plans.
-		if _, err := tx.ExecContext(ctx, `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), pg_advisory_xact_lock(k)
-			FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`, locks); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlLockPRs, locks); err != nil {
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
@@ -400,7 +413,7 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	if st.recordPG != nil && byPR {
 		// Every delivery touches only its own pull request: one statement
 		// records a round of them (see intake_postgres.go).
-		if queued, err = d.recordRounds(ctx, st, conn, batch, results); err != nil {
+		if queued, err = d.recordRounds(ctx, st, batch, results); err != nil {
 			return err
 		}
 	} else {
@@ -414,7 +427,7 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		}
 	}
 	if queued && d.engine == EnginePostgres {
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, JobsChannel); err != nil {
+		if _, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}

@@ -3,11 +3,13 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -21,9 +23,9 @@ import (
 // before it, so two heads of one pull request in one statement would not
 // see each other. Later deliveries of the same pull request go in later
 // rounds, in the batch's order, so each sees the ones before it exactly as
-// one statement per delivery would. When a batch has several rounds and
-// every delivery asks for a job, all its rounds go to the server at once
-// (pipelineRounds).
+// one statement per delivery would. When every delivery of a batch asks
+// for a job, the whole transaction goes to the server at once
+// (pipelineBatch).
 
 // pgItem is one delivery of a round and where its result goes.
 type pgItem struct {
@@ -60,23 +62,13 @@ func pgRounds(batch []*intakeReq) [][]pgItem {
 	return rounds
 }
 
-// recordRounds records the batch round by round (see pgRounds), filling
-// results; it reports whether a delivery made a job claimable. A failed
-// statement is an itemError of its delivery when it recorded one, else of
-// no delivery in particular (-1), and the caller commits one by one.
-func (d *DB) recordRounds(ctx context.Context, st boundStmts, conn *sql.Conn, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
-	rounds := pgRounds(batch)
-	if conn != nil && len(rounds) > 1 && allJobs(batch) {
-		switch err := d.pipelineRounds(ctx, conn, rounds, results); {
-		case errors.Is(err, errFollowUp):
-			return false, err
-		case err != nil: // which delivery failed is not known: one by one
-			return false, &itemError{i: -1, err: err}
-		}
-		d.pipelined.Add(int64(len(rounds)))
-		return anyClaimable(results), nil
-	}
-	for _, round := range rounds {
+// recordRounds records the batch round by round (see pgRounds) inside the
+// caller's transaction, filling results; it reports whether a delivery
+// made a job claimable. A failed statement is an itemError of its
+// delivery when it recorded one, else of no delivery in particular (-1),
+// and the caller commits one by one.
+func (d *DB) recordRounds(ctx context.Context, st boundStmts, batch []*intakeReq, results []intakeRes) (queued bool, err error) {
+	for _, round := range pgRounds(batch) {
 		var bulk []pgItem
 		for _, it := range round {
 			if it.req.job != nil {
@@ -237,57 +229,135 @@ func roundArgs(items []pgItem, now int64) []any {
 
 // errFollowUp means a pipelined batch met a delivery whose answer needs
 // a statement of its own (a duplicate, an existing job) before the later
-// rounds: the transaction is rolled back and the batch runs round by
+// rounds: the transaction was rolled back, and the batch runs round by
 // round.
 var errFollowUp = errors.New("a delivery of the pipelined batch needs a follow-up")
 
-// pipelineRounds sends every round's statement in one go — pgx's
-// pipeline on conn, the transaction's connection: one network round trip
-// for the batch instead of one per round — and reads their answers. It
-// fails with errFollowUp when a delivery's answer is not settled.
-func (d *DB) pipelineRounds(ctx context.Context, conn *sql.Conn, rounds [][]pgItem, results []intakeRes) error {
+// followUpCode is the SQLSTATE gilf_settled raises (migration 0003).
+const followUpCode = "GF001"
+
+// The statements around a batch's rounds. sqlLockPRs takes the pull
+// requests' advisory locks in one order, so two batches do not wait for
+// each other's (a deadlock PostgreSQL broke anyway would run the batch
+// again). The same statement makes the transaction run its prepared
+// statements on their generic plans: a custom plan of a round's statement
+// costs more to make than to run (measured: about 1 ms to plan a
+// one-delivery round that runs in 0.2 ms), and the server keeps choosing
+// one when its estimates of the arrays favour it. TestPostgresQueryPlans
+// checks the generic plans.
+const (
+	sqlLockPRs = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), pg_advisory_xact_lock(k)
+		FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
+	sqlNotifyJobs = `SELECT pg_notify(?, '')`
+)
+
+// The pipelined batch's statements, in PostgreSQL's dialect (database/sql's
+// are rewritten by pgConn).
+var (
+	pgBeginReadCommitted = "BEGIN ISOLATION LEVEL READ COMMITTED"
+	pgLockPRs            = postgresSQL(sqlLockPRs)
+	pgNotifyJobs         = postgresSQL(sqlNotifyJobs)
+	pgRecordSettledSQL   = postgresSQL(roundSQL(true))
+)
+
+// pipelineBatch records a batch whose deliveries all ask for a job as one
+// transaction sent in one go through pgx's pipeline: BEGIN, the pull
+// requests' locks, every round's statement, the notification, COMMIT. The
+// server runs it without waiting for the client, so a pull request's lock
+// is held only while the server works — never across a round trip to a
+// client whose goroutine may wait for a CPU (measured on one pull request:
+// the lock waits were most of intake's time when the client answered each
+// step). A delivery that needs a follow-up makes its round's statement
+// fail with followUpCode (gilf_settled): the transaction rolls back and
+// the call returns errFollowUp. A batch that could not begin (a pooled
+// connection the server closed, say) is a beginError, and runBatch runs it
+// as an ordinary transaction. Any other failure is an itemError of no
+// delivery in particular. The notification goes out with every such batch:
+// almost every new head makes its job claimable, and a wake-up that finds
+// nothing costs an idle replica one claim.
+func (d *DB) pipelineBatch(ctx context.Context, locks []int64, batch []*intakeReq, results []intakeRes) (err error) {
+	rounds := pgRounds(batch)
+	conn, err := d.w.Conn(ctx)
+	if err != nil {
+		return &beginError{err: err, pipeline: true}
+	}
+	defer func() { err = errors.Join(err, conn.Close()) }()
 	now := d.nowMs()
-	return conn.Raw(func(dc any) error {
+	err = conn.Raw(func(dc any) error {
 		c, ok := dc.(pgConn)
 		if !ok {
 			return fmt.Errorf("pipeline: a %T connection", dc)
 		}
+		pc := c.Conn.Conn()
 		b := &pgx.Batch{}
+		b.Queue(pgBeginReadCommitted)
+		b.Queue(pgLockPRs, locks)
 		for _, round := range rounds {
-			b.Queue(pgRecordSQL, roundArgs(round, now)...)
+			b.Queue(pgRecordSettledSQL, roundArgs(round, now)...)
 		}
-		br := c.Conn.Conn().SendBatch(ctx, b)
-		// On a failure, closing the batch reports the same error again:
-		// the first one is returned alone.
-		fail := func(err error) error {
-			_ = br.Close()
-			if errors.Is(err, errFollowUp) {
-				return err
-			}
-			return fmt.Errorf("record deliveries and jobs: %w", err)
+		b.Queue(pgNotifyJobs, JobsChannel)
+		b.Queue("COMMIT")
+		br := pc.SendBatch(ctx, b)
+		err := readPipelined(br, rounds, results)
+		if err == nil {
+			err = br.Close()
+		} else {
+			_ = br.Close() // reports the same error again
 		}
-		for _, round := range rounds {
-			rows, err := br.Query()
-			if err != nil {
-				return fail(err)
-			}
-			got, err := readRound(rows, len(round))
-			rows.Close()
-			if err != nil {
-				return fail(err)
-			}
-			for k, r := range got {
-				if !r.settled() {
-					return fail(errFollowUp)
-				}
-				results[round[k].i] = intakeRes{res: r.result()}
+		if err != nil && pc.PgConn().TxStatus() != 'I' {
+			if _, rbErr := pc.Exec(ctx, "ROLLBACK"); rbErr != nil {
+				// The connection's state is unknown: the pool drops it.
+				return errors.Join(err, fmt.Errorf("rollback: %w", rbErr), driver.ErrBadConn)
 			}
 		}
-		if err := br.Close(); err != nil {
-			return fmt.Errorf("record deliveries and jobs: %w", err)
-		}
-		return nil
+		return err
 	})
+	var pe *pgconn.PgError
+	switch {
+	case err == nil:
+		d.pipelined.Add(int64(len(rounds)))
+		return nil
+	case errors.As(err, &pe) && pe.Code == followUpCode:
+		return errFollowUp
+	case errors.As(err, new(*beginError)):
+		return err
+	default:
+		return &itemError{i: -1, err: fmt.Errorf("record deliveries and jobs: %w", err)}
+	}
+}
+
+// readPipelined reads a pipelined batch's answers in the order
+// pipelineBatch queued them, filling results from the rounds' rows.
+func readPipelined(br pgx.BatchResults, rounds [][]pgItem, results []intakeRes) error {
+	if _, err := br.Exec(); err != nil { // nothing of the batch ran
+		return &beginError{err: err, pipeline: true}
+	}
+	if _, err := br.Exec(); err != nil {
+		return fmt.Errorf("lock pull requests: %w", err)
+	}
+	for _, round := range rounds {
+		rows, err := br.Query()
+		if err != nil {
+			return err
+		}
+		got, err := readRound(rows, len(round))
+		rows.Close()
+		if err != nil {
+			return err
+		}
+		for k, r := range got {
+			if !r.settled() { // gilf_settled raised first: cannot happen
+				return fmt.Errorf("delivery %s: unsettled answer from a pipelined round", round[k].req.d.ID)
+			}
+			results[round[k].i] = intakeRes{res: r.result()}
+		}
+	}
+	for _, what := range []string{"notify", "commit"} {
+		if _, err := br.Exec(); err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+	}
+	return nil
 }
 
 // nullable is v as a nullable array element: 0 (unknown) is NULL.
@@ -308,7 +378,17 @@ func nullable(v int64) *int64 {
 // pull request). It returns, per delivery in order, whether it was
 // inserted, its new job's id and state (NULL when the state already had a
 // job) and how many jobs the new one superseded.
-var sqlRecordPostgres = `WITH i AS (
+var sqlRecordPostgres = roundSQL(false)
+
+// roundSQL is the round statement; with settled, its first column is
+// gilf_settled of whether the delivery is settled (inserted with its new
+// job), which raises for one that is not (pipelineBatch).
+func roundSQL(settled bool) string {
+	first := "i.id IN (SELECT id FROM d)"
+	if settled {
+		first = "gilf_settled(i.id IN (SELECT id FROM d) AND j.id IS NOT NULL)"
+	}
+	return `WITH i AS (
 		SELECT t.*, ` + newerHead("t.repo", "t.pr", "t.head_sha", "t.base_ref", "t.pr_updated_at") + ` AS stale
 		FROM unnest(CAST(?1 AS TEXT[]), CAST(?2 AS TEXT[]), CAST(?3 AS TEXT[]), CAST(?4 AS BIGINT[]),
 			CAST(?5 AS TEXT[]), CAST(?6 AS BIGINT[]), CAST(?7 AS TEXT[]), CAST(?8 AS TEXT[]), CAST(?9 AS BIGINT[]),
@@ -339,10 +419,7 @@ var sqlRecordPostgres = `WITH i AS (
 		WHERE jobs.repo = j.repo AND jobs.pr = j.pr AND (jobs.head_sha <> j.head_sha OR jobs.base_ref <> j.base_ref)
 			AND jobs.state IN ('queued', 'running') AND jobs.pr_updated_at <= j.pr_updated_at AND j.state = 'queued'
 		RETURNING j.id AS by_job)
-	SELECT i.id IN (SELECT id FROM d), j.id, j.state, (SELECT count(*) FROM sup WHERE sup.by_job = j.id)
+	SELECT ` + first + `, j.id, j.state, (SELECT count(*) FROM sup WHERE sup.by_job = j.id)
 	FROM i LEFT JOIN j ON j.delivery_id = i.id
 	ORDER BY i.n`
-
-// pgRecordSQL is sqlRecordPostgres in PostgreSQL's dialect, for pgx's
-// pipeline (database/sql's statements are rewritten by pgConn).
-var pgRecordSQL = postgresSQL(sqlRecordPostgres)
+}

@@ -402,7 +402,7 @@ var (
 func (d *DB) writeTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
 	tx, err := d.w.BeginTx(ctx, opts)
 	if err != nil {
-		return &beginError{err}
+		return &beginError{err: err}
 	}
 	defer func() {
 		if err != nil {
