@@ -57,6 +57,8 @@ func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
 		{"record", sqlRecordPostgres, []any{one("x"), one("pull_request"), one("opened"), []*int64{nil}, one(repo), []int64{1},
 			one(head), one(base), []int64{now}, one("queued"), one(""), [][]byte{{1}}, one(""), []*int64{nil}, one("opened"), []int64{now},
 			staleReason, now}},
+		{"record one (pipelined)", roundSQL(true, true), []any{"x", "pull_request", "opened", nil, repo, int64(1), head, base, now,
+			"queued", "", []byte{1}, "", nil, "opened", now, staleReason, now}},
 		{"look up job", sqlLookupJob, []any{repo, 1, head, base, now}},
 		{"insert job", sqlInsJob, []any{repo, 1, head, "", base, nil, "x", "opened", now, staleReason, now}},
 		{"supersede", sqlSupersede, []any{"r", now, repo, 1, head, base, now}},
