@@ -45,6 +45,7 @@ func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
 	}
 	const repo, head, base, now = "o/r", "0000000000000000000000000000000000000001", "main", int64(1_700_000_000_000)
 	one := func(v string) []string { return []string{v} }
+	two := func(v string) []string { return []string{v, v} }
 	stmts := []struct {
 		name string
 		q    string
@@ -59,6 +60,9 @@ func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
 			staleReason, now}},
 		{"record one (pipelined)", roundSQL(true, true), []any{"x", "pull_request", "opened", nil, repo, int64(1), head, base, now,
 			"queued", "", []byte{1}, "", nil, "opened", now, staleReason, now}},
+		{"chain", sqlChainPostgres, []any{[]string{"x", "y"}, two("pull_request"), two("opened"), []*int64{nil, nil}, two(repo), []int64{1, 1},
+			[]string{head, "0000000000000000000000000000000000000002"}, two(base), []int64{now, now}, two("queued"), two(""), [][]byte{{1}, {2}},
+			two(""), []*int64{nil, nil}, two("opened"), []int64{now, now + 1}, staleReason, now}},
 		{"look up job", sqlLookupJob, []any{repo, 1, head, base, now}},
 		{"insert job", sqlInsJob, []any{repo, 1, head, "", base, nil, "x", "opened", now, staleReason, now}},
 		{"supersede", sqlSupersede, []any{"r", now, repo, 1, head, base, now}},

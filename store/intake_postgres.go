@@ -6,6 +6,7 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/jackc/pgx/v5"
@@ -23,9 +24,15 @@ import (
 // before it, so two heads of one pull request in one statement would not
 // see each other. Later deliveries of the same pull request go in later
 // rounds, in the batch's order, so each sees the ones before it exactly as
-// one statement per delivery would. When every delivery of a batch asks
-// for a job, the whole transaction goes to the server at once
-// (pipelineBatch).
+// one statement per delivery would.
+//
+// When every delivery of a batch asks for a job, the whole transaction
+// goes to the server at once (pipelineBatch), and a pull request with
+// several new heads in the batch has them recorded by one statement, a
+// chain (sqlChainPostgres), which works out in SQL how one after the
+// other would have ended: the deliveries of one busy pull request cost
+// one statement, not one each (measured at 64 concurrent new heads of one
+// pull request: about 2,300 deliveries/s in rounds, 4,000 in chains).
 
 // pgItem is one delivery of a round and where its result goes.
 type pgItem struct {
@@ -40,12 +47,21 @@ type pgItem struct {
 // (recorded on its own, after the round's statement), so a redelivery of
 // its id stays after it.
 func pgRounds(batch []*intakeReq) [][]pgItem {
-	next := make(map[string]int, 2*len(batch)) // key -> first round it may go in
-	var rounds [][]pgItem
+	items := make([]pgItem, len(batch))
 	for i, r := range batch {
-		keys := []string{"id:" + r.d.ID}
-		if r.job != nil {
-			keys = append(keys, "pr:"+r.job.Repo+"#"+strconv.Itoa(r.job.PR))
+		items[i] = pgItem{i: i, req: r}
+	}
+	return roundsOf(items)
+}
+
+// roundsOf splits items into rounds as pgRounds does.
+func roundsOf(items []pgItem) [][]pgItem {
+	next := make(map[string]int, 2*len(items)) // key -> first round it may go in
+	var rounds [][]pgItem
+	for _, it := range items {
+		keys := []string{"id:" + it.req.d.ID}
+		if it.req.job != nil {
+			keys = append(keys, prKey(it.req.job))
 		}
 		round := 0
 		for _, k := range keys {
@@ -57,9 +73,71 @@ func pgRounds(batch []*intakeReq) [][]pgItem {
 		if round == len(rounds) {
 			rounds = append(rounds, nil)
 		}
-		rounds[round] = append(rounds[round], pgItem{i: i, req: r})
+		rounds[round] = append(rounds[round], it)
 	}
 	return rounds
+}
+
+func prKey(j *validation.JobSpec) string { return "pr:" + j.Repo + "#" + strconv.Itoa(j.PR) }
+
+// pgStatement is one statement of a pipelined batch: a round, or a chain
+// (every delivery of the batch for one pull request, see sqlChainPostgres).
+type pgStatement struct {
+	items []pgItem
+	chain bool
+}
+
+// pipelineStatements splits a batch whose deliveries all ask for a job
+// into the statements pipelineBatch sends: a chain for each pull request
+// with several new heads in the batch, and rounds for the rest. A batch
+// that names one delivery id twice has a duplicate, which needs a
+// follow-up: it goes in rounds alone. So does a pull request whose
+// deliveries name one reviewed state twice (the second attaches).
+func pipelineStatements(batch []*intakeReq) []pgStatement {
+	ids := make(map[string]bool, len(batch))
+	groups := make(map[string][]pgItem)
+	var order []string
+	chains := true
+	for i, r := range batch {
+		if ids[r.d.ID] {
+			chains = false
+		}
+		ids[r.d.ID] = true
+		k := prKey(r.job)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], pgItem{i: i, req: r})
+	}
+	var out []pgStatement
+	var rest []pgItem
+	for _, k := range order {
+		g := groups[k]
+		if !chains || len(g) < 2 || !distinctStates(g) {
+			rest = append(rest, g...)
+			continue
+		}
+		out = append(out, pgStatement{items: g, chain: true})
+	}
+	slices.SortFunc(rest, func(a, b pgItem) int { return a.i - b.i }) // batch order
+	for _, round := range roundsOf(rest) {
+		out = append(out, pgStatement{items: round})
+	}
+	return out
+}
+
+// distinctStates reports whether no two deliveries of a pull request's
+// group ask for the same reviewed state (head and base).
+func distinctStates(g []pgItem) bool {
+	seen := make(map[[2]string]bool, len(g))
+	for _, it := range g {
+		k := [2]string{it.req.job.HeadSHA, it.req.job.BaseRef}
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+	}
+	return true
 }
 
 // recordRounds records the batch round by round (see pgRounds) inside the
@@ -268,6 +346,7 @@ var (
 	pgNotifyJobs         = postgresSQL(sqlNotifyJobs)
 	pgRecordSettledSQL   = postgresSQL(roundSQL(true, false))
 	pgRecordOneSQL       = postgresSQL(roundSQL(true, true))
+	pgChainSQL           = postgresSQL(sqlChainPostgres)
 )
 
 // pipelineBatch records a batch whose deliveries all ask for a job as one
@@ -286,7 +365,7 @@ var (
 // almost every new head makes its job claimable, and a wake-up that finds
 // nothing costs an idle replica one claim.
 func (d *DB) pipelineBatch(ctx context.Context, locks []int64, batch []*intakeReq, results []intakeRes) (err error) {
-	rounds := pgRounds(batch)
+	stmts := pipelineStatements(batch)
 	conn, err := d.w.Conn(ctx)
 	if err != nil {
 		return &beginError{err: err, pipeline: true}
@@ -302,17 +381,20 @@ func (d *DB) pipelineBatch(ctx context.Context, locks []int64, batch []*intakeRe
 		b := &pgx.Batch{}
 		b.Queue(pgBeginReadCommitted)
 		b.Queue(pgLockPRs, locks)
-		for _, round := range rounds {
-			if len(round) == 1 {
-				b.Queue(pgRecordOneSQL, oneArgs(round[0], now)...)
-			} else {
-				b.Queue(pgRecordSettledSQL, roundArgs(round, now)...)
+		for _, st := range stmts {
+			switch {
+			case st.chain:
+				b.Queue(pgChainSQL, roundArgs(st.items, now)...)
+			case len(st.items) == 1:
+				b.Queue(pgRecordOneSQL, oneArgs(st.items[0], now)...)
+			default:
+				b.Queue(pgRecordSettledSQL, roundArgs(st.items, now)...)
 			}
 		}
 		b.Queue(pgNotifyJobs, JobsChannel)
 		b.Queue("COMMIT")
 		br := pc.SendBatch(ctx, b)
-		err := readPipelined(br, rounds, results)
+		err := readPipelined(br, stmts, results)
 		if err == nil {
 			err = br.Close()
 		} else {
@@ -329,7 +411,7 @@ func (d *DB) pipelineBatch(ctx context.Context, locks []int64, batch []*intakeRe
 	var pe *pgconn.PgError
 	switch {
 	case err == nil:
-		d.pipelined.Add(int64(len(rounds)))
+		d.pipelined.Add(int64(len(stmts)))
 		return nil
 	case errors.As(err, &pe) && pe.Code == followUpCode:
 		return errFollowUp
@@ -341,29 +423,30 @@ func (d *DB) pipelineBatch(ctx context.Context, locks []int64, batch []*intakeRe
 }
 
 // readPipelined reads a pipelined batch's answers in the order
-// pipelineBatch queued them, filling results from the rounds' rows.
-func readPipelined(br pgx.BatchResults, rounds [][]pgItem, results []intakeRes) error {
+// pipelineBatch queued them, filling results from the statements' rows.
+func readPipelined(br pgx.BatchResults, stmts []pgStatement, results []intakeRes) error {
 	if _, err := br.Exec(); err != nil { // nothing of the batch ran
 		return &beginError{err: err, pipeline: true}
 	}
 	if _, err := br.Exec(); err != nil {
 		return fmt.Errorf("lock pull requests: %w", err)
 	}
-	for _, round := range rounds {
+	for _, st := range stmts {
 		rows, err := br.Query()
 		if err != nil {
 			return err
 		}
-		got, err := readRound(rows, len(round))
+		got, err := readRound(rows, len(st.items))
 		rows.Close()
 		if err != nil {
 			return err
 		}
 		for k, r := range got {
+			it := st.items[k]
 			if !r.settled() { // gilf_settled raised first: cannot happen
-				return fmt.Errorf("delivery %s: unsettled answer from a pipelined round", round[k].req.d.ID)
+				return fmt.Errorf("delivery %s: unsettled answer from a pipelined statement", it.req.d.ID)
 			}
-			results[round[k].i] = intakeRes{res: r.result()}
+			results[it.i] = intakeRes{res: r.result()}
 		}
 	}
 	for _, what := range []string{"notify", "commit"} {
@@ -394,6 +477,25 @@ func nullable(v int64) *int64 {
 // job) and how many jobs the new one superseded.
 var sqlRecordPostgres = roundSQL(false, false)
 
+// The parts of roundSQL and sqlChainPostgres: a round's arrays (?1-?16,
+// one element per delivery) as rows of deliveryColumns, and the CTE d
+// that inserts those rows into deliveries (a recorded id inserts nothing).
+const (
+	deliveryArrays = `unnest(CAST(?1 AS TEXT[]), CAST(?2 AS TEXT[]), CAST(?3 AS TEXT[]), CAST(?4 AS BIGINT[]),
+			CAST(?5 AS TEXT[]), CAST(?6 AS BIGINT[]), CAST(?7 AS TEXT[]), CAST(?8 AS TEXT[]), CAST(?9 AS BIGINT[]),
+			CAST(?10 AS TEXT[]), CAST(?11 AS TEXT[]), CAST(?12 AS BYTEA[]), CAST(?13 AS TEXT[]), CAST(?14 AS BIGINT[]),
+			CAST(?15 AS TEXT[]), CAST(?16 AS BIGINT[]))
+			WITH ORDINALITY`
+	deliveryColumns = `id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at,
+		status, reason, body, head_repo, job_installation_id, trigger_action, pr_updated_at, n`
+	insertDeliveries = `d AS (
+		INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
+			received_at, status, reason, body)
+		SELECT id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at, status, reason, body
+		FROM i
+		ON CONFLICT (id) DO NOTHING RETURNING id),`
+)
+
 // roundSQL is the round statement; with settled, its first column is
 // gilf_settled of whether the delivery is settled (inserted with its new
 // job), which raises for one that is not (pipelineBatch). With one, the
@@ -405,11 +507,7 @@ func roundSQL(settled, one bool) string {
 	if settled {
 		first = "gilf_settled(i.id IN (SELECT id FROM d) AND j.id IS NOT NULL)"
 	}
-	rows := `unnest(CAST(?1 AS TEXT[]), CAST(?2 AS TEXT[]), CAST(?3 AS TEXT[]), CAST(?4 AS BIGINT[]),
-			CAST(?5 AS TEXT[]), CAST(?6 AS BIGINT[]), CAST(?7 AS TEXT[]), CAST(?8 AS TEXT[]), CAST(?9 AS BIGINT[]),
-			CAST(?10 AS TEXT[]), CAST(?11 AS TEXT[]), CAST(?12 AS BYTEA[]), CAST(?13 AS TEXT[]), CAST(?14 AS BIGINT[]),
-			CAST(?15 AS TEXT[]), CAST(?16 AS BIGINT[]))
-			WITH ORDINALITY`
+	rows := deliveryArrays
 	if one {
 		rows = `(VALUES (CAST(?1 AS TEXT), CAST(?2 AS TEXT), CAST(?3 AS TEXT), CAST(?4 AS BIGINT),
 			CAST(?5 AS TEXT), CAST(?6 AS BIGINT), CAST(?7 AS TEXT), CAST(?8 AS TEXT), CAST(?9 AS BIGINT),
@@ -418,14 +516,8 @@ func roundSQL(settled, one bool) string {
 	}
 	return `WITH i AS (
 		SELECT t.*, ` + newerHead("t.repo", "t.pr", "t.head_sha", "t.base_ref", "t.pr_updated_at") + ` AS stale
-		FROM ` + rows + ` AS t (id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at,
-				status, reason, body, head_repo, job_installation_id, trigger_action, pr_updated_at, n)),
-	d AS (
-		INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
-			received_at, status, reason, body)
-		SELECT id, event, action, installation_id, repo, pr, head_sha, base_ref, received_at, status, reason, body
-		FROM i
-		ON CONFLICT (id) DO NOTHING RETURNING id),
+		FROM ` + rows + ` AS t (` + deliveryColumns + `)),
+	` + insertDeliveries + `
 	j AS (
 		INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
@@ -447,3 +539,71 @@ func roundSQL(settled, one bool) string {
 	FROM i LEFT JOIN j ON j.delivery_id = i.id
 	ORDER BY i.n`
 }
+
+// sqlChainPostgres records several new heads of one pull request (the
+// arrays of roundSQL, in batch order; no reviewed state twice) in one
+// statement, ending as roundSQL's statements would one after the other:
+//
+//   - A delivery is stale when the pull request's newest update time —
+//     of its jobs before the statement, or of an earlier delivery of the
+//     chain — is later than its own: its job is born superseded.
+//   - Every other delivery (a "record": its update time is the newest so
+//     far) is queued when it is recorded, and supersedes every unfinished
+//     job then older than it: the first record, the pull request's
+//     unfinished jobs from before the statement (all of them: none is
+//     newer than it); each later record, the record before it — the only
+//     job left unfinished. So a record is born superseded by the next one,
+//     named in its reason, and the last record stays queued.
+//   - Job ids are drawn in batch order, as one insert after the other
+//     would draw them (nextval is evaluated after the ORDER BY).
+//
+// A delivery already recorded, or a reviewed state that has its job,
+// makes gilf_settled raise: the batch then runs round by round. The rows
+// are roundSQL's: per delivery in order, settled, the job's id, its state
+// as recorded (queued for a record) and how many jobs it superseded.
+var sqlChainPostgres = `WITH i AS (
+		SELECT t.*
+		FROM ` + deliveryArrays + ` AS t (` + deliveryColumns + `)),
+	newest AS (
+		SELECT (SELECT o.pr_updated_at FROM jobs AS o INDEXED BY jobs_pr_updated
+			WHERE o.repo = f.repo AND o.pr = f.pr ORDER BY o.pr_updated_at DESC LIMIT 1) AS at
+		FROM (SELECT repo, pr FROM i WHERE n = 1) AS f),
+	ids AS (
+		SELECT s.*, nextval('jobs_id_seq') AS job_id
+		FROM (SELECT i.*, COALESCE(GREATEST((SELECT at FROM newest),
+				max(i.pr_updated_at) OVER (ORDER BY i.n ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)) > i.pr_updated_at,
+				false) AS stale
+			FROM i) AS s
+		ORDER BY s.n),
+	rec AS (
+		SELECT n, repo, pr, head_sha, base_ref, pr_updated_at, job_id,
+			lag(job_id) OVER w IS NOT NULL AS later, lead(job_id) OVER w AS next_id, lead(head_sha) OVER w AS next_head
+		FROM ids WHERE NOT stale
+		WINDOW w AS (ORDER BY n)),
+	` + insertDeliveries + `
+	j AS (
+		INSERT INTO jobs (id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
+			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
+		SELECT ids.job_id, ids.repo, ids.pr, ids.head_sha, ids.head_repo, ids.base_ref, ids.job_installation_id, ids.id,
+			ids.trigger_action, ids.pr_updated_at,
+			CASE WHEN ids.stale OR rec.next_id IS NOT NULL THEN 'superseded' ELSE 'queued' END,
+			CASE WHEN ids.stale THEN CAST(?17 AS TEXT)
+				WHEN rec.next_id IS NOT NULL THEN 'superseded by head ' || rec.next_head || ' (job ' || rec.next_id || ')'
+				ELSE '' END,
+			CAST(?18 AS BIGINT), CAST(?18 AS BIGINT), CAST(?18 AS BIGINT)
+		FROM ids LEFT JOIN rec ON rec.n = ids.n
+		WHERE ids.id IN (SELECT id FROM d)
+		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING
+		RETURNING id, delivery_id),
+	sup AS (
+		UPDATE jobs SET state = 'superseded',
+			reason = 'superseded by head ' || f.head_sha || ' (job ' || f.job_id || ')', updated_at = ?18
+		FROM (SELECT * FROM rec WHERE NOT later) AS f
+		WHERE jobs.repo = f.repo AND jobs.pr = f.pr AND (jobs.head_sha <> f.head_sha OR jobs.base_ref <> f.base_ref)
+			AND jobs.state IN ('queued', 'running') AND jobs.pr_updated_at <= f.pr_updated_at
+		RETURNING jobs.id)
+	SELECT gilf_settled(ids.id IN (SELECT id FROM d) AND j.id IS NOT NULL), j.id,
+		CASE WHEN ids.stale THEN 'superseded' ELSE 'queued' END,
+		CASE WHEN ids.stale THEN 0 WHEN rec.later THEN 1 ELSE (SELECT count(*) FROM sup) END
+	FROM ids LEFT JOIN j ON j.delivery_id = ids.id LEFT JOIN rec ON rec.n = ids.n
+	ORDER BY ids.n`

@@ -30,8 +30,11 @@ import (
 // back and runs round by round. The others hold only new deliveries
 // asking for jobs, recorded through pgx's pipeline, every round sent at
 // once — heads of several pull requests, four heads of one with the same
-// update time, a pull request whose update time goes back — but for a
-// head asked for twice, whose second delivery attaches (it falls back).
+// update time, a pull request whose update time goes back, new heads of
+// a pull request with a queued job, new heads older than a pull
+// request's newest — but for a head asked for twice, whose second
+// delivery attaches (it falls back). A pull request's several heads in a
+// batch are one statement (a chain), the other pull requests' are rounds.
 func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 	before := []batchItem{
 		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
@@ -70,12 +73,23 @@ func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 			{"e6", 4, 42, 9, 3}, // supersedes head 41
 			{"e7", 2, 21, 2, 4}, // supersedes head 20
 		}, 3},
-		{"one pull request, the same update time", []batchItem{
+		{"one pull request, the same update time", []batchItem{ // one chain
 			{"f1", 1, 10, 1, 2}, {"f2", 1, 11, 1, 2}, {"f3", 1, 12, 1, 2}, {"f4", 1, 13, 1, 3},
-		}, 4},
-		{"a pull request going back in time", []batchItem{ // h3 is born superseded
+		}, 1},
+		{"a pull request going back in time", []batchItem{ // h3 is born superseded; a chain and a round
 			{"h1", 1, 10, 5, 2}, {"h2", 2, 20, 1, 2}, {"h3", 1, 11, 4, 2}, {"h4", 1, 12, 6, 3},
-		}, 3},
+		}, 2},
+		{"a chain over unfinished jobs", []batchItem{ // pull request 4's head 41 is queued
+			{"g1", 4, 42, 0, 2}, // older than head 41: born superseded
+			{"g2", 4, 43, 2, 2}, // supersedes head 41
+			{"g3", 4, 44, 2, 2}, // the same update time: supersedes head 43
+			{"g4", 4, 45, 1, 2}, // born superseded
+			{"g5", 4, 46, 3, 3}, // supersedes head 44
+			{"g6", 6, 60, 1, 3}, // another pull request: a round
+		}, 2},
+		{"a chain older than its pull request", []batchItem{ // head 31 of pull request 3 stays queued
+			{"x1", 3, 32, 5, 2}, {"x2", 3, 33, 6, 2}, {"x3", 3, 34, 9, 3},
+		}, 1},
 		{"a head twice", []batchItem{ // the second attaches: round by round
 			{"k1", 1, 10, 1, 2}, {"k2", 1, 11, 2, 2}, {"k3", 1, 10, 3, 3},
 		}, 0},
