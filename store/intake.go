@@ -383,7 +383,7 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, pipeline bool) (err error) {
 	opts := d.txOptions()
 	locks, byPR := prLocks(batch)
-	if d.engine == EnginePostgres && byPR && pipeline && allJobs(batch) {
+	if d.engine == EnginePostgres && byPR && pipeline && allNewHeads(batch) {
 		// The whole transaction in one round trip (intake_postgres.go).
 		return d.pipelineBatch(ctx, locks, batch, results)
 	}

@@ -26,8 +26,9 @@ import (
 // rounds, in the batch's order, so each sees the ones before it exactly as
 // one statement per delivery would.
 //
-// When every delivery of a batch asks for a job, the whole transaction
-// goes to the server at once (pipelineBatch), and a pull request with
+// When every delivery of a batch asks for a job with a trigger that
+// brings a new reviewed state (allNewHeads), the whole transaction goes
+// to the server at once (pipelineBatch), and a pull request with
 // several new heads in the batch has them recorded by one statement, a
 // chain (sqlChainPostgres), which works out in SQL how one after the
 // other would have ended: the deliveries of one busy pull request cost
@@ -190,14 +191,29 @@ func anyClaimable(results []intakeRes) bool {
 	return false
 }
 
-// allJobs reports whether every delivery of the batch asks for a job.
-func allJobs(batch []*intakeReq) bool {
+// allNewHeads reports whether every delivery of the batch asks for a job
+// with a trigger that usually brings a reviewed state of its own (see
+// newState): only such a batch is pipelined, since a delivery that
+// attaches to an existing job rolls the pipelined batch back.
+func allNewHeads(batch []*intakeReq) bool {
 	for _, r := range batch {
-		if r.job == nil {
+		if r.job == nil || !newState(r.job.Trigger) {
 			return false
 		}
 	}
 	return true
+}
+
+// newState reports the triggers that usually come with a reviewed state
+// that has no job yet: a pull request opened, a push to it, its base
+// branch changed. The others (reopened, ready for review, a label) come
+// for a head that has one, and attach to it.
+func newState(trigger string) bool {
+	switch trigger {
+	case "opened", "synchronize", "edited":
+		return true
+	}
+	return false
 }
 
 // claimable reports whether recording a delivery made a job claimable:
@@ -349,9 +365,10 @@ var (
 	pgChainSQL           = postgresSQL(sqlChainPostgres)
 )
 
-// pipelineBatch records a batch whose deliveries all ask for a job as one
-// transaction sent in one go through pgx's pipeline: BEGIN, the pull
-// requests' locks, every round's statement, the notification, COMMIT. The
+// pipelineBatch records a batch whose deliveries all ask for a job with a
+// new reviewed state (allNewHeads) as one transaction sent in one go
+// through pgx's pipeline: BEGIN, the pull requests' locks, every chain's
+// and round's statement, the notification, COMMIT. The
 // server runs it without waiting for the client, so a pull request's lock
 // is held only while the server works — never across a round trip to a
 // client whose goroutine may wait for a CPU (measured on one pull request:

@@ -93,3 +93,35 @@ func TestQueueOf(t *testing.T) {
 		t.Fatal("one writer: not its queue")
 	}
 }
+
+// TestAllNewHeads: only a batch of deliveries whose triggers bring new
+// reviewed states is pipelined; one label, one re-open or one delivery
+// without a job sends the batch through an ordinary transaction.
+func TestAllNewHeads(t *testing.T) {
+	req := func(trigger string) *intakeReq {
+		return &intakeReq{job: &validation.JobSpec{Repo: "o/r", PR: 1, Trigger: trigger}}
+	}
+	for _, c := range []struct {
+		batch []*intakeReq
+		want  bool
+	}{
+		{[]*intakeReq{req("opened"), req("synchronize"), req("edited")}, true},
+		{[]*intakeReq{req("synchronize"), req("labeled")}, false},
+		{[]*intakeReq{req("reopened")}, false},
+		{[]*intakeReq{req("ready_for_review"), req("opened")}, false},
+		{[]*intakeReq{req("unlabeled")}, false},
+		{[]*intakeReq{req("opened"), {}}, false}, // no job
+	} {
+		if got := allNewHeads(c.batch); got != c.want {
+			var triggers []string
+			for _, r := range c.batch {
+				if r.job != nil {
+					triggers = append(triggers, r.job.Trigger)
+				} else {
+					triggers = append(triggers, "(no job)")
+				}
+			}
+			t.Errorf("allNewHeads(%v) = %v, want %v", triggers, got, c.want)
+		}
+	}
+}
