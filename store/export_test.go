@@ -9,13 +9,12 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-// RecordBatch records deliveries as one group commit on PostgreSQL — the
-// batch one intake writer would take, in this order — and returns each
-// delivery's result and error, as RecordDelivery would.
+// RecordBatch records deliveries as one group commit — the batch one
+// intake writer would take, in this order — and returns each delivery's
+// result and error, as RecordDelivery would. On SQLite it runs on the
+// caller's goroutine what the writer runs on its own: the caller must not
+// record anything else meanwhile.
 func RecordBatch(ctx context.Context, d *DB, dels []validation.Delivery, jobs []*validation.JobSpec) ([]validation.RecordResult, []error, error) {
-	if d.engine != EnginePostgres {
-		return nil, nil, errors.New("RecordBatch: PostgreSQL only (SQLite's batch has the body log beside it)")
-	}
 	batch := make([]*intakeReq, len(dels))
 	for i, del := range dels {
 		if err := checkDelivery(del, jobs[i]); err != nil {
@@ -23,7 +22,11 @@ func RecordBatch(ctx context.Context, d *DB, dels []validation.Delivery, jobs []
 		}
 		batch[i] = &intakeReq{d: del, job: jobs[i], stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
 	}
-	d.commitInline(ctx, batch)
+	if d.engine == EngineSQLite {
+		d.commitBatch(ctx, batch)
+	} else {
+		d.commitInline(ctx, batch)
+	}
 	res, errs := make([]validation.RecordResult, len(batch)), make([]error, len(batch))
 	for i, r := range batch {
 		a := <-r.done

@@ -417,7 +417,35 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			return err
 		}
 	} else {
+		// SQLite records a pull request's several new heads as a chain
+		// (intake_chain.go), at the place of the first of them.
+		chainAt := map[int][]pgItem{}
+		inChain := map[int]bool{}
+		if d.engine == EngineSQLite && byPR && pipeline {
+			chains, _ := chainsOf(batch)
+			for _, c := range chains {
+				chainAt[c[0].i] = c
+				for _, it := range c {
+					inChain[it.i] = true
+				}
+			}
+		}
 		for i, r := range batch {
+			if c, ok := chainAt[i]; ok {
+				if err := d.recordChain(ctx, st, c, results); err != nil {
+					if errors.Is(err, errFollowUp) {
+						return err // rolled back: one by one this time
+					}
+					return &itemError{i: -1, err: err}
+				}
+				for _, it := range c {
+					queued = queued || claimable(results[it.i].res)
+				}
+				continue
+			}
+			if inChain[i] {
+				continue
+			}
 			res, err := d.recordTx(ctx, st, r)
 			if err != nil {
 				return &itemError{i: i, err: err} // the caller logs it, once
@@ -467,24 +495,6 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
-	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
-	if job != nil { // the row carries the job's key: it is the link to the job
-		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
-	}
-	inline := []byte{} // SQLite: the body is in the body log
-	if d.engine == EnginePostgres {
-		inline = r.stored.b
-	}
-	// A body in the body log is named by its reference; one in its row
-	// (PostgreSQL) has none.
-	var seg sql.NullString
-	var off, length, crc sql.NullInt64
-	if body.segment != "" {
-		seg = sql.NullString{String: body.segment, Valid: true}
-		off = sql.NullInt64{Int64: body.offset, Valid: true}
-		length = sql.NullInt64{Int64: body.length, Valid: true}
-		crc = sql.NullInt64{Int64: int64(body.crc), Valid: true}
-	}
 	if st.recordPG != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
 		res, err := d.recordPostgres(ctx, st, []pgItem{{req: r}})
 		if err != nil {
@@ -492,14 +502,11 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 		}
 		return res[0], nil
 	}
-	n, err := execCount(ctx, st.insDelivery,
-		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, inline, seg, off, length, crc,
-	)
+	inserted, err := d.insertDelivery(ctx, st, r)
 	if err != nil {
-		return res, fmt.Errorf("insert delivery: %w", err)
+		return res, err
 	}
-	if n == 0 { // the id is already recorded: nothing else is written
+	if !inserted { // the id is already recorded: nothing else is written
 		return d.duplicate(ctx, st, del.ID, body)
 	}
 	now := d.nowMs()
@@ -526,6 +533,38 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 		}
 	}
 	return res, nil
+}
+
+// insertDelivery inserts r's delivery row (sqlInsDelivery); false means
+// its id is already recorded, and nothing was written.
+func (d *DB) insertDelivery(ctx context.Context, st boundStmts, r *intakeReq) (bool, error) {
+	del, job, body := r.d, r.job, r.body
+	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
+	if job != nil { // the row carries the job's key: it is the link to the job
+		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
+	}
+	inline := []byte{} // SQLite: the body is in the body log
+	if d.engine == EnginePostgres {
+		inline = r.stored.b
+	}
+	// A body in the body log is named by its reference; one in its row
+	// (PostgreSQL) has none.
+	var seg sql.NullString
+	var off, length, crc sql.NullInt64
+	if body.segment != "" {
+		seg = sql.NullString{String: body.segment, Valid: true}
+		off = sql.NullInt64{Int64: body.offset, Valid: true}
+		length = sql.NullInt64{Int64: body.length, Valid: true}
+		crc = sql.NullInt64{Int64: int64(body.crc), Valid: true}
+	}
+	n, err := execCount(ctx, st.insDelivery,
+		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
+		ms(del.ReceivedAt), string(del.Status), del.Reason, inline, seg, off, length, crc,
+	)
+	if err != nil {
+		return false, fmt.Errorf("insert delivery: %w", err)
+	}
+	return n > 0, nil
 }
 
 // duplicate answers a delivery whose id is already recorded with the job
@@ -773,6 +812,7 @@ type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
 	recordPG                                                                      *sql.Stmt // PostgreSQL only
+	newestUpdate, maxJobID, insJobAs                                              *sql.Stmt // SQLite only (intake_chain.go)
 }
 
 type boundStmts = intakeStmts
@@ -795,6 +835,9 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.rerunHead, sqlRerunHead},
 		{&s.lastOutcome, sqlLastOutcome},
 		{&s.recordPG, map[Engine]string{EnginePostgres: sqlRecordPostgres}[e]},
+		{&s.newestUpdate, map[Engine]string{EngineSQLite: sqlNewestUpdate}[e]},
+		{&s.maxJobID, map[Engine]string{EngineSQLite: sqlMaxJobID}[e]},
+		{&s.insJobAs, map[Engine]string{EngineSQLite: sqlInsJobAs}[e]},
 	} {
 		if p.q == "" {
 			continue
@@ -811,19 +854,22 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 	return boundStmts{
-		insDelivery: tx.StmtContext(ctx, s.insDelivery),
-		dupJob:      tx.StmtContext(ctx, s.dupJob),
-		healBody:    tx.StmtContext(ctx, s.healBody),
-		lookupJob:   tx.StmtContext(ctx, s.lookupJob),
-		insJob:      tx.StmtContext(ctx, s.insJob),
-		touchJob:    tx.StmtContext(ctx, s.touchJob),
-		supersede:   tx.StmtContext(ctx, s.supersede),
-		cancel:      tx.StmtContext(ctx, s.cancel),
-		rerunJob:    tx.StmtContext(ctx, s.rerunJob),
-		rerunState:  tx.StmtContext(ctx, s.rerunState),
-		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
-		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
-		recordPG:    stmtIn(ctx, tx, s.recordPG),
+		insDelivery:  tx.StmtContext(ctx, s.insDelivery),
+		dupJob:       tx.StmtContext(ctx, s.dupJob),
+		healBody:     tx.StmtContext(ctx, s.healBody),
+		lookupJob:    tx.StmtContext(ctx, s.lookupJob),
+		insJob:       tx.StmtContext(ctx, s.insJob),
+		touchJob:     tx.StmtContext(ctx, s.touchJob),
+		supersede:    tx.StmtContext(ctx, s.supersede),
+		cancel:       tx.StmtContext(ctx, s.cancel),
+		rerunJob:     tx.StmtContext(ctx, s.rerunJob),
+		rerunState:   tx.StmtContext(ctx, s.rerunState),
+		rerunHead:    tx.StmtContext(ctx, s.rerunHead),
+		lastOutcome:  tx.StmtContext(ctx, s.lastOutcome),
+		recordPG:     stmtIn(ctx, tx, s.recordPG),
+		newestUpdate: stmtIn(ctx, tx, s.newestUpdate),
+		maxJobID:     stmtIn(ctx, tx, s.maxJobID),
+		insJobAs:     stmtIn(ctx, tx, s.insJobAs),
 	}
 }
 
@@ -838,7 +884,7 @@ func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
 func (s *intakeStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG} {
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG, s.newestUpdate, s.maxJobID, s.insJobAs} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

@@ -47,13 +47,7 @@ type pgItem struct {
 // round holds two of either. A delivery without a job is in a round too
 // (recorded on its own, after the round's statement), so a redelivery of
 // its id stays after it.
-func pgRounds(batch []*intakeReq) [][]pgItem {
-	items := make([]pgItem, len(batch))
-	for i, r := range batch {
-		items[i] = pgItem{i: i, req: r}
-	}
-	return roundsOf(items)
-}
+func pgRounds(batch []*intakeReq) [][]pgItem { return roundsOf(items(batch)) }
 
 // roundsOf splits items into rounds as pgRounds does.
 func roundsOf(items []pgItem) [][]pgItem {
@@ -90,50 +84,73 @@ type pgStatement struct {
 
 // pipelineStatements splits a batch whose deliveries all ask for a job
 // into the statements pipelineBatch sends: a chain for each pull request
-// with several new heads in the batch, and rounds for the rest. A batch
-// that names one delivery id twice has a duplicate, which needs a
-// follow-up: it goes in rounds alone. So does a pull request whose
-// deliveries name one reviewed state twice (the second attaches).
+// with several new heads in the batch (chainsOf), and rounds for the rest.
 func pipelineStatements(batch []*intakeReq) []pgStatement {
-	ids := make(map[string]bool, len(batch))
-	groups := make(map[string][]pgItem)
-	var order []string
-	chains := true
-	for i, r := range batch {
-		if ids[r.d.ID] {
-			chains = false
-		}
-		ids[r.d.ID] = true
-		k := prKey(r.job)
-		if _, ok := groups[k]; !ok {
-			order = append(order, k)
-		}
-		groups[k] = append(groups[k], pgItem{i: i, req: r})
+	chains, rest := chainsOf(batch)
+	out := make([]pgStatement, 0, len(chains)+1)
+	for _, c := range chains {
+		out = append(out, pgStatement{items: c, chain: true})
 	}
-	var out []pgStatement
-	var rest []pgItem
-	for _, k := range order {
-		g := groups[k]
-		if !chains || len(g) < 2 || !distinctStates(g) {
-			rest = append(rest, g...)
-			continue
-		}
-		out = append(out, pgStatement{items: g, chain: true})
-	}
-	slices.SortFunc(rest, func(a, b pgItem) int { return a.i - b.i }) // batch order
 	for _, round := range roundsOf(rest) {
 		out = append(out, pgStatement{items: round})
 	}
 	return out
 }
 
-// distinctStates reports whether no two deliveries of a pull request's
-// group ask for the same reviewed state (head and base).
-func distinctStates(g []pgItem) bool {
+// chainsOf picks the chains of a batch: the deliveries of each pull
+// request with several of them, all with triggers that bring new reviewed
+// states (newState), no reviewed state twice (the second would attach),
+// in batch order; rest is every other delivery, in batch order. A batch
+// that names one delivery id twice has a duplicate, which needs a
+// follow-up: it has no chains.
+func chainsOf(batch []*intakeReq) (chains [][]pgItem, rest []pgItem) {
+	ids := make(map[string]bool, len(batch))
+	groups := make(map[string][]pgItem)
+	var order []string
+	for i, r := range batch {
+		it := pgItem{i: i, req: r}
+		if ids[r.d.ID] {
+			return nil, items(batch)
+		}
+		ids[r.d.ID] = true
+		if r.job == nil || r.d.Cancel != nil || r.d.Rerun != nil {
+			rest = append(rest, it)
+			continue
+		}
+		k := prKey(r.job)
+		if _, ok := groups[k]; !ok {
+			order = append(order, k)
+		}
+		groups[k] = append(groups[k], it)
+	}
+	for _, k := range order {
+		if g := groups[k]; len(g) >= 2 && chainable(g) {
+			chains = append(chains, g)
+		} else {
+			rest = append(rest, g...)
+		}
+	}
+	slices.SortFunc(rest, func(a, b pgItem) int { return a.i - b.i }) // batch order
+	return chains, rest
+}
+
+// items is the batch as items, in order.
+func items(batch []*intakeReq) []pgItem {
+	out := make([]pgItem, len(batch))
+	for i, r := range batch {
+		out[i] = pgItem{i: i, req: r}
+	}
+	return out
+}
+
+// chainable reports whether a pull request's deliveries can be a chain:
+// every trigger brings a new reviewed state, and no two deliveries ask
+// for the same one (head and base).
+func chainable(g []pgItem) bool {
 	seen := make(map[[2]string]bool, len(g))
 	for _, it := range g {
 		k := [2]string{it.req.job.HeadSHA, it.req.job.BaseRef}
-		if seen[k] {
+		if seen[k] || !newState(it.req.job.Trigger) {
 			return false
 		}
 		seen[k] = true

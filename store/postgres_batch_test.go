@@ -18,91 +18,106 @@ import (
 )
 
 // TestPostgresBatchMatchesOneByOne: one group commit on PostgreSQL, whose
-// deliveries are recorded in rounds of one statement each (several pull
-// requests per statement, a pull request's later heads in later rounds),
-// ends exactly as the same deliveries recorded one by one on SQLite: the
-// same answers and the same jobs.
-//
-// The first batch holds new heads of several pull requests, two heads and
-// a force-push back on one of them, a duplicate id, a second trigger for
-// a recorded head, a stale head, a delivery without a job (twice), and a
-// superseded head asked for again: its pipeline meets follow-ups, rolls
-// back and runs round by round. The others hold only new deliveries
-// asking for jobs, recorded through pgx's pipeline, every round sent at
-// once — heads of several pull requests, four heads of one with the same
-// update time, a pull request whose update time goes back, new heads of
-// a pull request with a queued job, new heads older than a pull
-// request's newest — but for a head asked for twice, whose second
-// delivery attaches (it falls back). A pull request's several heads in a
-// batch are one statement (a chain), the other pull requests' are rounds.
+// deliveries are recorded in chains (a pull request's several new heads in
+// one statement) and rounds of one statement each (several pull requests
+// per statement, a pull request's later heads in later rounds), ends
+// exactly as the same deliveries recorded one by one on SQLite: the same
+// answers and the same jobs (batchCases).
 func TestPostgresBatchMatchesOneByOne(t *testing.T) {
-	before := []batchItem{
-		{"p1", 3, 31, 10, 0}, // pull request 3's newest head
-		{"p2", 4, 40, 0, 0},  // pull request 4: head 40, then 41 supersedes it
-		{"p3", 4, 41, 1, 1},
-	}
-	t.Run("follow-ups", func(t *testing.T) {
-		batch := []batchItem{
-			{"d1", 1, 10, 1, 2},
-			{"d2", 2, 20, 1, 2},
-			{"d3", 1, 11, 2, 3},  // supersedes head 10
-			{"d2", 2, 20, 1, 2},  // the same delivery again: a duplicate
-			{"d5", 3, 30, 5, 3},  // older than head 31: born superseded
-			{"d6", 2, 20, 3, 4},  // head 20 again, another delivery: attaches
-			{"d7", 0, 0, 0, 4},   // no job
-			{"d8", 4, 40, 20, 5}, // head 40 asked for again: queued again, supersedes 41
-			{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
-			{"d7", 0, 0, 0, 4},   // no job, again
-			{"d10", 5, 50, 1, 6},
-		}
-		if n := compareBatch(t, before, batch, len(before)+len(batch)-2); n != 0 {
-			t.Errorf("%d statements pipelined; want 0 (this batch needs follow-ups)", n)
-		}
-	})
-	for _, c := range []struct {
-		name       string
-		batch      []batchItem
-		statements int64 // sent through the pipeline; 0: it fell back to round by round
-	}{
-		{"several pull requests", []batchItem{ // three rounds
-			{"e1", 1, 10, 1, 2},
-			{"e2", 1, 11, 2, 2}, // supersedes head 10
-			{"e3", 2, 20, 1, 2},
-			{"e4", 1, 12, 3, 3}, // supersedes head 11
-			{"e5", 3, 30, 5, 3}, // older than head 31: born superseded
-			{"e6", 4, 42, 9, 3}, // supersedes head 41
-			{"e7", 2, 21, 2, 4}, // supersedes head 20
-		}, 3},
-		{"one pull request, the same update time", []batchItem{ // one chain
-			{"f1", 1, 10, 1, 2}, {"f2", 1, 11, 1, 2}, {"f3", 1, 12, 1, 2}, {"f4", 1, 13, 1, 3},
-		}, 1},
-		{"a pull request going back in time", []batchItem{ // h3 is born superseded; a chain and a round
-			{"h1", 1, 10, 5, 2}, {"h2", 2, 20, 1, 2}, {"h3", 1, 11, 4, 2}, {"h4", 1, 12, 6, 3},
-		}, 2},
-		{"a chain over unfinished jobs", []batchItem{ // pull request 4's head 41 is queued
-			{"g1", 4, 42, 0, 2}, // older than head 41: born superseded
-			{"g2", 4, 43, 2, 2}, // supersedes head 41
-			{"g3", 4, 44, 2, 2}, // the same update time: supersedes head 43
-			{"g4", 4, 45, 1, 2}, // born superseded
-			{"g5", 4, 46, 3, 3}, // supersedes head 44
-			{"g6", 6, 60, 1, 3}, // another pull request: a round
-		}, 2},
-		{"a chain older than its pull request", []batchItem{ // head 31 of pull request 3 stays queued
-			{"x1", 3, 32, 5, 2}, {"x2", 3, 33, 6, 2}, {"x3", 3, 34, 9, 3},
-		}, 1},
-		{"a head twice", []batchItem{ // the second attaches: round by round
-			{"k1", 1, 10, 1, 2}, {"k2", 1, 11, 2, 2}, {"k3", 1, 10, 3, 3},
-		}, 0},
-	} {
+	for _, c := range batchCases {
 		t.Run(c.name, func(t *testing.T) {
-			if n := compareBatch(t, before, c.batch, len(before)+len(c.batch)); n != c.statements {
+			if n := compareBatch(t, batchBefore, c.batch, c.deliveries, true); n != c.statements {
 				t.Errorf("%d statements pipelined; want %d", n, c.statements)
 			}
 		})
 	}
 }
 
-// batchItem is a delivery of TestPostgresBatchMatchesOneByOne.
+// TestSQLiteBatchMatchesOneByOne: one group commit on SQLite, whose
+// pull requests with several new heads are recorded as chains
+// (intake_chain.go), ends exactly as the same deliveries recorded one by
+// one (batchCases).
+func TestSQLiteBatchMatchesOneByOne(t *testing.T) {
+	for _, c := range batchCases {
+		t.Run(c.name, func(t *testing.T) {
+			if n := compareBatch(t, batchBefore, c.batch, c.deliveries, false); n != c.chains {
+				t.Errorf("%d chains recorded; want %d", n, c.chains)
+			}
+		})
+	}
+}
+
+// batchBefore is recorded one by one before each of batchCases.
+var batchBefore = []batchItem{
+	{"p1", 3, 31, 10, 0}, // pull request 3's newest head
+	{"p2", 4, 40, 0, 0},  // pull request 4: head 40, then 41 supersedes it
+	{"p3", 4, 41, 1, 1},
+}
+
+// batchCases are group commits after batchBefore. The first holds new
+// heads of several pull requests, two heads and a force-push back on one
+// of them, a duplicate id, a second trigger for a recorded head, a stale
+// head, a delivery without a job (twice), and a superseded head asked for
+// again: it has no chain, and its pipeline (PostgreSQL) meets follow-ups,
+// rolls back and runs round by round. The others hold only new
+// deliveries asking for jobs, recorded through pgx's pipeline (every
+// statement sent at once) and in chains — heads of several pull
+// requests, four heads of one with the same update time, a pull request
+// whose update time goes back, new heads of a pull request with a queued
+// job, new heads older than a pull request's newest — but for a head
+// asked for twice, whose second delivery attaches (it falls back).
+var batchCases = []struct {
+	name       string
+	batch      []batchItem
+	deliveries int   // stored after the batch
+	statements int64 // PostgreSQL: sent through the pipeline; 0: it fell back to round by round
+	chains     int64 // SQLite: recorded as chains; 0: one by one
+}{
+	{"follow-ups", []batchItem{
+		{"d1", 1, 10, 1, 2},
+		{"d2", 2, 20, 1, 2},
+		{"d3", 1, 11, 2, 3},  // supersedes head 10
+		{"d2", 2, 20, 1, 2},  // the same delivery again: a duplicate
+		{"d5", 3, 30, 5, 3},  // older than head 31: born superseded
+		{"d6", 2, 20, 3, 4},  // head 20 again, another delivery: attaches
+		{"d7", 0, 0, 0, 4},   // no job
+		{"d8", 4, 40, 20, 5}, // head 40 asked for again: queued again, supersedes 41
+		{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
+		{"d7", 0, 0, 0, 4},   // no job, again
+		{"d10", 5, 50, 1, 6},
+	}, 3 + 11 - 2, 0, 0},
+	{"several pull requests", []batchItem{ // two chains and a round
+		{"e1", 1, 10, 1, 2},
+		{"e2", 1, 11, 2, 2}, // supersedes head 10
+		{"e3", 2, 20, 1, 2},
+		{"e4", 1, 12, 3, 3}, // supersedes head 11
+		{"e5", 3, 30, 5, 3}, // older than head 31: born superseded
+		{"e6", 4, 42, 9, 3}, // supersedes head 41
+		{"e7", 2, 21, 2, 4}, // supersedes head 20
+	}, 3 + 7, 3, 2},
+	{"one pull request, the same update time", []batchItem{ // one chain
+		{"f1", 1, 10, 1, 2}, {"f2", 1, 11, 1, 2}, {"f3", 1, 12, 1, 2}, {"f4", 1, 13, 1, 3},
+	}, 3 + 4, 1, 1},
+	{"a pull request going back in time", []batchItem{ // h3 is born superseded; a chain and a round
+		{"h1", 1, 10, 5, 2}, {"h2", 2, 20, 1, 2}, {"h3", 1, 11, 4, 2}, {"h4", 1, 12, 6, 3},
+	}, 3 + 4, 2, 1},
+	{"a chain over unfinished jobs", []batchItem{ // pull request 4's head 41 is queued
+		{"g1", 4, 42, 0, 2}, // older than head 41: born superseded
+		{"g2", 4, 43, 2, 2}, // supersedes head 41
+		{"g3", 4, 44, 2, 2}, // the same update time: supersedes head 43
+		{"g4", 4, 45, 1, 2}, // born superseded
+		{"g5", 4, 46, 3, 3}, // supersedes head 44
+		{"g6", 6, 60, 1, 3}, // another pull request: a round
+	}, 3 + 6, 2, 1},
+	{"a chain older than its pull request", []batchItem{ // head 31 of pull request 3 stays queued
+		{"x1", 3, 32, 5, 2}, {"x2", 3, 33, 6, 2}, {"x3", 3, 34, 9, 3},
+	}, 3 + 3, 1, 1},
+	{"a head twice", []batchItem{ // the second attaches: round by round, no chain
+		{"k1", 1, 10, 1, 2}, {"k2", 1, 11, 2, 2}, {"k3", 1, 10, 3, 3},
+	}, 3 + 3, 0, 0},
+}
+
+// batchItem is a delivery of batchCases.
 type batchItem struct {
 	id       string
 	pr       int
@@ -111,11 +126,13 @@ type batchItem struct {
 	received int
 }
 
-// compareBatch records before one by one on both engines, then batch one
-// by one on SQLite and as one group commit on PostgreSQL, and compares
-// the answers and the jobs; it returns how many statements PostgreSQL
-// sent through its pipeline.
-func compareBatch(t *testing.T, before, batch []batchItem, deliveries int) int64 {
+// compareBatch records before one by one on SQLite and on the engine
+// under test (PostgreSQL, or SQLite), then batch one by one on SQLite and
+// as one group commit on the other, and compares the answers and the
+// jobs; it returns store.Pipelined's count for the group commit: the
+// statements PostgreSQL sent through its pipeline, or the chains SQLite
+// recorded.
+func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postgres bool) int64 {
 	t.Helper()
 	c := newClock()
 	t0 := c.Now()
@@ -146,7 +163,7 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int) int64
 		want = append(want, record(t, lite, d, j))
 	}
 
-	pdb := openAt(t, newLocationOn(t, true), store.Options{Now: c.Now})
+	pdb := openAt(t, newLocationOn(t, postgres), store.Options{Now: c.Now})
 	prepare(pdb)
 	var dels []validation.Delivery
 	var jobs []*validation.JobSpec
@@ -169,10 +186,10 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int) int64
 	wantJobs, gotJobs := allJobs(t, lite), allJobs(t, pdb)
 	wantHeads, gotHeads := heads(wantJobs), heads(gotJobs)
 	if diff := cmp.Diff(byHead(want, wantHeads), byHead(got, gotHeads)); diff != "" {
-		t.Errorf("answers: one by one on SQLite (-) and in one batch on PostgreSQL (+):\n%s", diff)
+		t.Errorf("answers: one by one on SQLite (-) and in one batch (+):\n%s", diff)
 	}
 	if diff := cmp.Diff(jobTable(wantJobs, wantHeads), jobTable(gotJobs, gotHeads)); diff != "" {
-		t.Errorf("jobs: one by one on SQLite (-) and in one batch on PostgreSQL (+):\n%s", diff)
+		t.Errorf("jobs: one by one on SQLite (-) and in one batch (+):\n%s", diff)
 	}
 	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
 		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
