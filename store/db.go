@@ -199,8 +199,10 @@ type DB struct {
 	wg       sync.WaitGroup
 	closer   sync.Once
 	ready    readyCache // see ready.go
-	// pipelined counts the statements of the intake batches PostgreSQL
-	// recorded through pgx's pipeline (intake_postgres.go), for tests.
+	// pipelined counts, for tests, the statements (chains and rounds) of
+	// the intake batches PostgreSQL recorded through pgx's pipeline
+	// (intake_postgres.go), and the chains SQLite recorded
+	// (intake_chain.go).
 	pipelined atomic.Int64
 }
 

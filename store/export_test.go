@@ -109,6 +109,7 @@ func explain(ctx context.Context, d *DB, mode, q string, args []any) (string, er
 	return plan.String(), rows.Err()
 }
 
-// Pipelined is how many statements (one per round) the intake batches d
-// recorded through pgx's pipeline sent.
+// Pipelined is how many statements (chains and rounds) the intake batches
+// d recorded through pgx's pipeline sent (PostgreSQL), or how many chains
+// d recorded (SQLite).
 func Pipelined(d *DB) int64 { return d.pipelined.Load() }

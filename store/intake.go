@@ -358,7 +358,10 @@ func (e *itemError) Unwrap() error { return e.err }
 // runBatch records a batch in one transaction: all or nothing. On
 // PostgreSQL a serialization conflict with another replica runs the whole
 // batch again (bounded by MaxSerializationRetries), and a batch that
-// queued a job notifies JobsChannel with its commit.
+// queued a job notifies JobsChannel with its commit. A batch first runs
+// with pipeline set — PostgreSQL may send it through pgx's pipeline, and
+// either engine may record chains — and again without it when it met a
+// delivery that needs a follow-up (errFollowUp).
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
 	pipeline := true
 	for try := 1; ; try++ {

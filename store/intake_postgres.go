@@ -347,10 +347,10 @@ func oneArgs(it pgItem, now int64) []any {
 		ms(job.PRUpdatedAt), staleReason, now}
 }
 
-// errFollowUp means a pipelined batch met a delivery whose answer needs
-// a statement of its own (a duplicate, an existing job) before the later
-// rounds: the transaction was rolled back, and the batch runs round by
-// round.
+// errFollowUp means a pipelined batch (or a chain, on SQLite) met a
+// delivery whose answer needs a statement of its own (a duplicate, an
+// existing job): the transaction was rolled back, and the batch runs again
+// round by round (one by one, on SQLite).
 var errFollowUp = errors.New("a delivery of the pipelined batch needs a follow-up")
 
 // followUpCode is the SQLSTATE gilf_settled raises (migration 0003).
