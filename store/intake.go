@@ -122,9 +122,7 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 	}
 	h := fnv.New32a()
 	if r.job != nil {
-		h.Write([]byte(r.job.Repo))
-		h.Write([]byte{0})
-		h.Write(strconv.AppendInt(nil, int64(r.job.PR), 10))
+		h.Write([]byte(prKey(r.job))) // the key rounds and chains group by
 	} else {
 		h.Write([]byte(r.d.ID))
 	}
@@ -473,11 +471,6 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	return nil
 }
 
-// recordTx writes one delivery inside the batch transaction: the delivery
-// row first (its primary key is the dedupe), then its job, the
-// supersession of older heads, its cancellation and its re-run. A new job
-// for a new head — almost every delivery — costs four statements: insert
-// the delivery, look the job key up, insert the job, supersede.
 // prLocks are the advisory lock keys of the pull requests a batch's jobs
 // belong to, sorted and distinct; byPR is false when a delivery also
 // cancels or re-runs jobs (those reach across pull requests, and run
@@ -495,6 +488,11 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 	return slices.Compact(keys), true
 }
 
+// recordTx writes one delivery inside the batch transaction: the delivery
+// row first (its primary key is the dedupe), then its job, the
+// supersession of older heads, its cancellation and its re-run. A new job
+// for a new head — almost every delivery — costs three statements: insert
+// the delivery, insert the job (or look it up), supersede.
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult

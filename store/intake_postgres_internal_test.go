@@ -75,11 +75,10 @@ func TestQueueOf(t *testing.T) {
 	if len(used) != len(d.reqs) {
 		t.Fatalf("64 pull requests used %d of %d queues", len(used), len(d.reqs))
 	}
-	// The repository is part of the key: o/r#1 and o/r1#... differ by name.
-	if index(d.queueOf(head("x", "o/r", 12))) == index(d.queueOf(head("x", "o/r1", 2))) &&
-		index(d.queueOf(head("x", "o/r", 13))) == index(d.queueOf(head("x", "o/r1", 3))) &&
-		index(d.queueOf(head("x", "o/r", 14))) == index(d.queueOf(head("x", "o/r1", 4))) {
-		t.Fatal("repository and number run together in the key")
+	// The queue's key (prKey) keeps the repository and the number apart:
+	// o/r#12 is not o/r1#2.
+	if a, b := prKey(head("x", "o/r", 12).job), prKey(head("x", "o/r1", 2).job); a == b {
+		t.Fatalf("o/r#12 and o/r1#2 share the key %q", a)
 	}
 	byID := map[int]bool{}
 	for i := range 64 {
