@@ -602,13 +602,18 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	updated := ms(job.PRUpdatedAt)
-	// A new job for a new reviewed state — almost every delivery — is one
-	// statement, which also decides whether a newer head was received
-	// already; an existing one is looked up and touched.
+	// A new job for a new reviewed state — almost every delivery — is
+	// inserted at once, queued or (when a newer head was received
+	// already) superseded; an existing one is looked up and touched.
 	var created string
-	err := st.insJob.QueryRowContext(ctx,
-		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-		updated, staleReason, now).Scan(&res.JobID, &created)
+	var err error
+	if d.engine == EngineSQLite {
+		res.JobID, created, err = insertJobSQLite(ctx, st, del, job, now)
+	} else {
+		err = st.insJob.QueryRowContext(ctx,
+			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+			updated, staleReason, now).Scan(&res.JobID, &created)
+	}
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return d.attachJob(ctx, st, job, now)
@@ -624,6 +629,40 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		res.Superseded = n
 	}
 	return res, nil
+}
+
+// insertJobSQLite is sqlInsJob in two plain statements (SQLite): the
+// pull request's newest update time (sqlNewestUpdate), then the job with
+// the state it decides (sqlInsJobAs, its id drawn by SQLite).
+// sql.ErrNoRows means the reviewed state has its job. The newest update
+// may be that job's own, but then nothing is inserted, and attachJob
+// decides with the pull request's other heads only.
+//
+// sqlInsJob's INSERT … SELECT reads the table it writes, and SQLite
+// copies its row into a temporary table first; its RETURNING keeps
+// another: measured 11–14% of the writer's statement time on 500 pull
+// requests, with each plan chosen at random per batch.
+func insertJobSQLite(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error) {
+	updated := ms(job.PRUpdatedAt)
+	var newest sql.NullInt64
+	err := st.newestUpdate.QueryRowContext(ctx, job.Repo, job.PR).Scan(&newest)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return 0, "", fmt.Errorf("newest update of %s#%d: %w", job.Repo, job.PR, err)
+	}
+	state, reason := StateQueued, ""
+	if newest.Valid && newest.Int64 > updated {
+		state, reason = StateSuperseded, staleReason
+	}
+	r, err := st.insJobAs.ExecContext(ctx, nil, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
+		nullInt(job.InstallationID), del.ID, job.Trigger, updated, string(state), reason, now)
+	if err != nil {
+		return 0, "", err
+	}
+	if n, err := r.RowsAffected(); err != nil || n == 0 {
+		return 0, "", cmp.Or(err, sql.ErrNoRows)
+	}
+	id, err := r.LastInsertId()
+	return id, string(state), err
 }
 
 // attachJob attaches another trigger to the existing job of a reviewed
@@ -827,7 +866,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.dupJob, sqlDupJob},
 		{&s.healBody, sqlHealBody},
 		{&s.lookupJob, sqlLookupJob},
-		{&s.insJob, sqlInsJob},
+		{&s.insJob, map[Engine]string{EnginePostgres: sqlInsJob}[e]},
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, fmt.Sprintf(sqlCancel, jsonEach(e, "?5"))},
@@ -859,7 +898,7 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		dupJob:       tx.StmtContext(ctx, s.dupJob),
 		healBody:     tx.StmtContext(ctx, s.healBody),
 		lookupJob:    tx.StmtContext(ctx, s.lookupJob),
-		insJob:       tx.StmtContext(ctx, s.insJob),
+		insJob:       stmtIn(ctx, tx, s.insJob),
 		touchJob:     tx.StmtContext(ctx, s.touchJob),
 		supersede:    tx.StmtContext(ctx, s.supersede),
 		cancel:       tx.StmtContext(ctx, s.cancel),

@@ -132,8 +132,9 @@ const (
 	sqlNewestUpdate = `SELECT pr_updated_at FROM jobs INDEXED BY jobs_pr_updated
 		WHERE repo = ?1 AND pr = ?2 ORDER BY pr_updated_at DESC LIMIT 1`
 	sqlMaxJobID = `SELECT COALESCE(MAX(id), 0) FROM jobs`
-	// A job of a chain, with its id and its state worked out; nothing
-	// when the reviewed state has its job.
+	// A job with its state worked out, and its id: a chain's, or NULL for
+	// SQLite to draw (insertJobSQLite); nothing when the reviewed state
+	// has its job.
 	sqlInsJobAs = `INSERT INTO jobs (id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
 		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)

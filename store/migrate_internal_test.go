@@ -189,7 +189,7 @@ func TestQueryPlans(t *testing.T) {
 		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
 		{"rescue", sqlRescue, []string{"jobs_lease"}},
 		{"claim", claimSQLite, []string{"jobs_ready"}},
-		{"insert job", sqlInsJob, []string{"INDEX jobs_pr_updated ("}},
+		{"newest update", sqlNewestUpdate, []string{"INDEX jobs_pr_updated ("}},
 		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
@@ -200,17 +200,7 @@ func TestQueryPlans(t *testing.T) {
 		{"last run outcome", sqlLastOutcome, []string{"runs_job"}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			n := strings.Count(tt.q, "?")
-			for _, m := range regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(tt.q, -1) {
-				if k, _ := strconv.Atoi(m[1]); k > n || n == strings.Count(tt.q, "?") {
-					n = k // numbered: the highest
-				}
-			}
-			args := make([]any, 0, n)
-			for range n {
-				args = append(args, 1)
-			}
-			rows, err := db.w.Query("EXPLAIN QUERY PLAN "+tt.q, args...)
+			rows, err := db.w.Query("EXPLAIN QUERY PLAN "+tt.q, placeholders(tt.q)...)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -323,6 +313,21 @@ func TestMigration0003AddsReruns(t *testing.T) {
 	}
 }
 
+// upgrade closes w, the writer of an older database (openAt), and opens
+// the store on it, which applies the migrations it lacks.
+func upgrade(t *testing.T, w *sql.DB, path string) *DB {
+	t.Helper()
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	db, err := Open(context.Background(), path, slog.New(slog.DiscardHandler), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
 // openAt makes a database at path with only the embedded migrations
 // named (in order), as an older binary left it, and returns its writer.
 func openAt(t *testing.T, path string, names ...string) *sql.DB {
@@ -399,14 +404,7 @@ func TestMigration0005AddsSemanticSpans(t *testing.T) {
 		return out
 	}
 	before := dump(w)
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := Open(ctx, path, slog.New(slog.DiscardHandler), Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := upgrade(t, w, path)
 	if v, err := db.SchemaVersion(ctx); err != nil || v < 5 {
 		t.Fatalf("schema version %d, %v; want 5 or later", v, err)
 	}
@@ -450,5 +448,133 @@ func TestMigration0005AddsSemanticSpans(t *testing.T) {
 		return d.Lane == LaneSemantic && d.Executor == "model:m" && d.InputTokens == 1200 && d.OutputTokens == 80
 	}) {
 		t.Fatalf("CostsByDay after 0005 = %+v, want the semantic span with its tokens", days)
+	}
+}
+
+// TestIntakeStatementsNeedNoTemporaryTable: the statements SQLite's
+// intake runs for every delivery build no temporary b-tree as they run
+// (OpenEphemeral in their bytecode). One came from the CHECK on
+// jobs.state while it was an IN list of seven states (migration 0006),
+// others from sqlInsJob (an INSERT … SELECT reading jobs, and RETURNING);
+// each cost the writer every delivery.
+func TestIntakeStatementsNeedNoTemporaryTable(t *testing.T) {
+	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "e.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	for name, q := range map[string]string{
+		"insert delivery": sqlInsDelivery,
+		"newest update":   sqlNewestUpdate,
+		"insert job":      sqlInsJobAs,
+		"touch job":       sqlTouchJob,
+	} {
+		if ops := bytecode(t, db.w, q); slices.Contains(ops, "OpenEphemeral") {
+			t.Errorf("%s opens a temporary b-tree: %v", name, ops)
+		}
+	}
+}
+
+// placeholders is one argument (1) for each of q's placeholders: ? or ?N.
+func placeholders(q string) []any {
+	n := strings.Count(q, "?")
+	for _, m := range regexp.MustCompile(`\?(\d+)`).FindAllStringSubmatch(q, -1) {
+		if k, _ := strconv.Atoi(m[1]); k > n || n == strings.Count(q, "?") {
+			n = k // numbered: the highest
+		}
+	}
+	args := make([]any, 0, n)
+	for range n {
+		args = append(args, 1)
+	}
+	return args
+}
+
+// bytecode is the opcodes SQLite compiles q to on conn (EXPLAIN).
+func bytecode(t *testing.T, conn *sql.DB, q string) []string {
+	t.Helper()
+	rows, err := conn.Query("EXPLAIN "+q, placeholders(q)...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var ops []string
+	for rows.Next() {
+		var addr, p1, p2, p3, p5 int
+		var op string
+		var p4, comment any
+		if err := rows.Scan(&addr, &op, &p1, &p2, &p3, &p4, &p5, &comment); err != nil {
+			t.Fatal(err)
+		}
+		ops = append(ops, op)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) == 0 {
+		t.Fatalf("no bytecode for %s", q)
+	}
+	return ops
+}
+
+// TestMigration0006KeepsTheStateRule: migration 0006 rewrites the CHECK
+// on jobs.state in place. A database from schema 5 keeps its jobs; the
+// rule still refuses an unknown state, on the connection that migrated
+// and on a connection open before the migration; every state it allowed
+// is still allowed; and the database passes SQLite's integrity check.
+func TestMigration0006KeepsTheStateRule(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "old.db")
+	w := openAt(t, path, "0001_init.sql", "0002_delivery_body_log.sql", "0003_job_reruns.sql", "0004_retention.sql", "0005_semantic_spans.sql")
+	if _, err := w.Exec(`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+		VALUES (5, 'o/r', 7, 'abc', 'main', 'd-job', 'opened', 'queued', 1, 1, 1)`); err != nil {
+		t.Fatal(err)
+	}
+	// A reader open across the migration, with schema 5 parsed.
+	before, err := sql.Open("sqlite", dsn(path, Options{}.withDefaults(), false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer before.Close()
+	before.SetMaxOpenConns(1)
+	var n int
+	if err := before.QueryRow(`SELECT COUNT(*) FROM jobs`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("jobs before 0006 = %d, %v", n, err)
+	}
+	db := upgrade(t, w, path)
+	var table string
+	if err := db.w.QueryRow(`SELECT sql FROM sqlite_schema WHERE type = 'table' AND name = 'jobs'`).Scan(&table); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(table, "state IN") || !strings.Contains(table, "state = 'cancelled'") {
+		t.Fatalf("jobs after 0006:\n%s", table)
+	}
+	for name, conn := range map[string]*sql.DB{"migrating connection": db.w, "connection open before": before} {
+		for _, bad := range []string{
+			`INSERT INTO jobs (repo, pr, head_sha, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
+				VALUES ('o/r', 8, 'def', 'd', 'opened', 'bogus', 1, 1, 1)`,
+			`UPDATE jobs SET state = 'Queued' WHERE id = 5`,
+		} {
+			if _, err := conn.Exec(bad); err == nil || !strings.Contains(err.Error(), "CHECK") {
+				t.Errorf("%s after 0006: %s = %v; want a CHECK failure", name, bad, err)
+			}
+		}
+		// Each reads the new rule: its updates build no temporary b-tree.
+		if ops := bytecode(t, conn, sqlTouchJob); slices.Contains(ops, "OpenEphemeral") {
+			t.Errorf("%s after 0006 still checks the state with a temporary b-tree: %v", name, ops)
+		}
+	}
+	for _, s := range []State{StateRunning, StateDone, StateFailed, StateDead, StateSuperseded, StateCancelled, StateQueued} {
+		if _, err := db.w.Exec(`UPDATE jobs SET state = ? WHERE id = 5`, string(s)); err != nil {
+			t.Errorf("state %s refused after 0006: %v", s, err)
+		}
+	}
+	var check string
+	if err := db.w.QueryRow(`PRAGMA integrity_check`).Scan(&check); err != nil || check != "ok" {
+		t.Fatalf("integrity_check after 0006 = %q, %v", check, err)
+	}
+	j, ok, err := db.Claim(ctx, "w", time.Minute)
+	if err != nil || !ok || j.ID != 5 {
+		t.Fatalf("claim after 0006 = %+v, %v, %v", j, ok, err)
 	}
 }
