@@ -158,6 +158,9 @@ func TestOpenSetsPragmas(t *testing.T) {
 		{db.w, "PRAGMA busy_timeout", "5000"},
 		{db.w, "PRAGMA foreign_keys", "1"},
 		{db.w, "PRAGMA synchronous", "1"}, // NORMAL: the store fsyncs the WAL itself (walsync.go)
+		// A WAL that starts over is cut back to the size past which the
+		// writer checkpoints it, so the file's size tells the writer.
+		{db.w, "PRAGMA journal_size_limit", strconv.Itoa(DefaultBusyCheckpointBytes)},
 		{db.r, "PRAGMA query_only", "1"},
 		{db.r, "PRAGMA busy_timeout", "5000"},
 	} {

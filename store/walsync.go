@@ -86,6 +86,14 @@ func (w *walFile) sync() error {
 	return nil
 }
 
+// past reports whether the WAL file is larger than n bytes: with
+// journal_size_limit(n), whether the WAL grew past n since it last
+// started over (SQLite cuts the file back to n then).
+func (w *walFile) past(n int64) bool {
+	info, err := os.Stat(w.path)
+	return err == nil && info.Size() > n
+}
+
 func (w *walFile) reopenIfUnlinked() error {
 	info, err := w.f.Stat()
 	if err != nil {

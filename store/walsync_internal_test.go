@@ -135,13 +135,16 @@ func TestWALReopenedWhenReplaced(t *testing.T) {
 	}
 }
 
-// TestBusyCheckpointKeepsWALSmall: under continuous intake the writer's own
-// checkpoints let the WAL start over, so the file stops growing; with them
-// pushed out of the run (and the background checkpointer too), the same
-// intake grows it several times larger.
-func TestBusyCheckpointKeepsWALSmall(t *testing.T) {
-	walBytes := func(busy time.Duration) int64 {
-		db := openInternal(t, Options{Synchronous: SynchronousNormal, CheckpointInterval: time.Hour, BusyCheckpointInterval: busy})
+// TestBusyCheckpointBytes: under continuous intake, with the
+// checkpointer out of the run, the writer checkpoints the WAL itself once
+// the WAL is past BusyCheckpointBytes, so it starts over and is cut back
+// to that size; and never before: with a limit the run's WAL never
+// reaches, the writer makes no checkpoint, and the WAL grows several
+// times larger.
+func TestBusyCheckpointBytes(t *testing.T) {
+	run := func(limit int64) (walBytes, checkpoints int64) {
+		db := openInternal(t, Options{Synchronous: SynchronousNormal, CheckpointInterval: time.Hour,
+			BusyCheckpointInterval: time.Millisecond, BusyCheckpointBytes: limit})
 		body := make([]byte, 2048)
 		const workers, each = 8, 400
 		var wg sync.WaitGroup
@@ -165,12 +168,18 @@ func TestBusyCheckpointKeepsWALSmall(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return info.Size()
+		return info.Size(), db.busyCheckpoints.Load()
 	}
-	never, busy := walBytes(time.Hour), walBytes(time.Millisecond)
-	t.Logf("WAL: %d bytes without busy checkpoints, %d with", never, busy)
-	if busy*3 > never {
-		t.Fatalf("WAL %d bytes with busy checkpoints, %d without; want at least 3 times smaller", busy, never)
+	const small, slack = 64 << 10, 1 << 20 // slack: what a few batches add before the writer looks
+	never, none := run(1 << 40)
+	capped, some := run(small)
+	t.Logf("WAL: %d bytes and %d writer checkpoints with no reachable limit, %d bytes and %d with %d", never, none, capped, some, small)
+	if none != 0 {
+		t.Errorf("the writer checkpointed %d times with a WAL below its limit", none)
+	}
+	if some == 0 || capped > small+slack || capped*3 > never {
+		t.Errorf("with a %d-byte limit: %d writer checkpoints, WAL %d bytes (%d without); want checkpoints, at most %d bytes and a third",
+			small, some, capped, never, small+slack)
 	}
 }
 
