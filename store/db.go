@@ -61,7 +61,7 @@ const (
 	// leaves the copying to the checkpointer, beside its commits, because
 	// its own checkpoints stall every delivery waiting meanwhile: at 64
 	// concurrent deliveries on two CPUs, a writer checkpoint every 250 ms
-	// made p99 33–37 ms on 500 pull requests, one past 256 MiB 24–27 ms,
+	// made p99 33–37 ms on 500 pull requests, one past 256 MiB 23–27 ms,
 	// with throughput the same or better. The writer's WAL is truncated
 	// back to this size when it starts over (journal_size_limit), so the
 	// file's size tells the writer when the WAL has passed it.
@@ -196,29 +196,30 @@ func (o Options) withDefaults() Options {
 // DB is gilf's store. It is safe for concurrent use, also by several
 // processes sharing one file.
 type DB struct {
-	engine Engine
-	w      *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
-	r      *sql.DB // query-only pool
-	ck     *sql.DB // SQLite: one connection for WAL checkpoints
-	// busyCheckpoints counts the intake writer's own checkpoints (tests).
-	busyCheckpoints atomic.Int64
-	pgConfig        *pgx.ConnConfig // PostgreSQL: for the sessions outside the pool (postgres.go)
-	log             *slog.Logger
-	opts            Options
-	stmts           intakeStmts
-	bodies          *bodyLog          // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
-	wal             *walFile          // SQLite: the WAL, fsynced by the store; see walsync.go
-	reqs            []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
-	appends         chan appendJob    // writer → appender
-	quit            chan struct{}
-	wg              sync.WaitGroup
-	closer          sync.Once
-	ready           readyCache // see ready.go
+	engine   Engine
+	w        *sql.DB         // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
+	r        *sql.DB         // query-only pool
+	ck       *sql.DB         // SQLite: one connection for WAL checkpoints
+	pgConfig *pgx.ConnConfig // PostgreSQL: for the sessions outside the pool (postgres.go)
+	log      *slog.Logger
+	opts     Options
+	stmts    intakeStmts
+	bodies   *bodyLog          // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
+	wal      *walFile          // SQLite: the WAL, fsynced by the store; see walsync.go
+	reqs     []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
+	appends  chan appendJob    // writer → appender
+	quit     chan struct{}
+	wg       sync.WaitGroup
+	closer   sync.Once
+	ready    readyCache // see ready.go
 	// pipelined counts, for tests, the statements (chains and rounds) of
 	// the intake batches PostgreSQL recorded through pgx's pipeline
 	// (intake_postgres.go), and the chains SQLite recorded
 	// (intake_chain.go).
 	pipelined atomic.Int64
+	// busyCheckpoints counts, for tests, the intake writer's own
+	// checkpoints (see writer).
+	busyCheckpoints atomic.Int64
 }
 
 // Open opens (creating when missing) the SQLite database at path, applies
