@@ -25,4 +25,13 @@ bin="$(mktemp -d)"
 trap 'rm -rf "$bin"' EXIT
 (cd "$root" && go build -o "$bin/intakeload" ./bench/intakeload)
 echo "cpus: $(nproc), go: $(go env GOVERSION), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# CPU time the hypervisor gave to others while we waited for it (the
+# "steal" column of /proc/stat): on a shared VM it is what makes the
+# machine's speed drift between runs, and why each table shows ratios.
+cpu_ticks() { awk '/^cpu / {print $2+$3+$4+$5+$6+$7+$8+$9, $9}' /proc/stat; }
+read -r total0 steal0 < <(cpu_ticks)
 "$bin/intakeload" -payload "$payload" -postgres "$@"
+read -r total1 steal1 < <(cpu_ticks)
+if ((total1 > total0)); then
+	echo "steal: $(((steal1 - steal0) * 100 / (total1 - total0)))% of the CPU time during the bench went to other guests of the host"
+fi
