@@ -651,7 +651,7 @@ func insertJobSQLite(ctx context.Context, st boundStmts, del validation.Delivery
 		return 0, "", fmt.Errorf("newest update of %s#%d: %w", job.Repo, job.PR, err)
 	}
 	state, reason := StateQueued, ""
-	if newest.Valid && newest.Int64 > updated {
+	if planChain([]int64{updated}, newest.Int64, newest.Valid)[0].stale { // a chain of one
 		state, reason = StateSuperseded, staleReason
 	}
 	r, err := st.insJobAs.ExecContext(ctx, nil, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
