@@ -8,9 +8,12 @@
 # child process; the load generator is a minimal HTTP/1.1 client in the
 # parent. Each level alternates bare, SQLite and PostgreSQL -repeat times
 # (default 3) and shows the median: on a shared machine the speed drifts
-# between runs by a third.
+# between runs by a third. Before every run the engines finish, unmeasured,
+# what the runs before left them (-settle, on by default: SQLite's WAL
+# checkpointed, PostgreSQL vacuumed and checkpointed), so that no handler's
+# run pays for another's writes.
 #
-# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -repeat 5 -prs 1,500 -c 64 -synchronous NORMAL]
+# Usage: bench/intake.sh [intakeload flags, e.g. -duration 10s -repeat 5 -prs 1,500 -c 64 -synchronous NORMAL -settle=false]
 # The payload comes from the shared test data ($GILF_SHARED_DIR, else
 # ../shared beside the repository).
 set -euo pipefail

@@ -7,7 +7,8 @@
 // in turn (-prs, default 1,500: all deliveries new heads of one pull
 // request — they take turns, each superseding the last — or spread over
 // 500). After each gilf level it checks that every 2xx answer has its row
-// in the store.
+// in the store. Before every run the engines catch up, unmeasured, on what
+// the runs before left them (settler, -settle).
 //
 // The servers run in a child process (this binary with -serve), apart from
 // the load generator, as GitHub is apart from a real App: the generator's
@@ -24,6 +25,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -66,6 +68,9 @@ const (
 	TargetRate        = 4600
 	TargetP99         = 25 * time.Millisecond
 	TargetRatePG      = 2500
+	// SettleTimeout bounds the engines' catching up before one run (see
+	// settler).
+	SettleTimeout = 5 * time.Minute
 )
 
 func main() {
@@ -87,6 +92,7 @@ type config struct {
 	dir         string
 	cpuProfile  string
 	postgres    bool
+	settle      bool
 	prs         []int // traffic shapes: how many pull requests the deliveries spread over
 }
 
@@ -105,6 +111,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the servers (whole run) to this file")
 	flag.StringVar(&prs, "prs", "1,500", "traffic shapes, each measured in turn: spread the deliveries over this many pull requests of the repository (1: each is a new head of one, superseding the last)")
 	flag.BoolVar(&c.postgres, "postgres", false, "also measure gilf on a private PostgreSQL server (Debian's postgresql package)")
+	flag.BoolVar(&c.settle, "settle", true, "before every run, let the engines finish what the runs before left them (SQLite: wal_checkpoint(TRUNCATE); PostgreSQL: VACUUM (ANALYZE), CHECKPOINT), so that no run pays for another's writes")
 	flag.Parse()
 	if c.payload == "" {
 		return c, errors.New("-payload is required")
@@ -177,12 +184,22 @@ func run() error {
 		return err
 	}
 	defer srv.stop()
+	var st *settler
+	if cfg.settle {
+		if st, err = newSettler(ctx, filepath.Join(dir, "intake.db"), dsn); err != nil {
+			return err
+		}
+		defer st.close(ctx)
+	}
 
 	fmt.Printf("payload %d bytes (%s, body padded), synchronous=%s, %v or %d requests per run, median of %d runs\n",
 		len(tmpl.body), filepath.Base(cfg.payload), cfg.sync, cfg.duration, cfg.maxRequests, cfg.repeat)
 	fmt.Println(durability(cfg.sync))
 	if cfg.postgres {
 		fmt.Println("durability: postgres: every 2xx waits for its transaction's commit, fsynced by the server (fsync=on, synchronous_commit=on)")
+	}
+	if st != nil {
+		fmt.Println("between runs: " + st.describe())
 	}
 	seq := new(atomic.Int64) // delivery numbers: every delivery of the run is new
 	for _, prs := range cfg.prs {
@@ -202,9 +219,15 @@ func run() error {
 			// the speed drifts between runs, and every handler sees the same
 			// drift.
 			for range cfg.repeat {
+				if err := st.settle(ctx); err != nil {
+					return err
+				}
 				gen.load(ctx, srv.bare, c, 0, cfg.warmup)
 				bs = append(bs, gen.load(ctx, srv.bare, c, cfg.duration, cfg.maxRequests))
 				for i, h := range srv.gilf {
+					if err := st.settle(ctx); err != nil {
+						return err
+					}
 					gen.load(ctx, h.url, c, 0, cfg.warmup)
 					mid, err := count(h.count)
 					if err != nil {
@@ -290,6 +313,85 @@ func createDatabase(ctx context.Context, pg *pgtest.Server, name string) (string
 		return "", fmt.Errorf("postgres: create database: %w", err)
 	}
 	return pg.DSN(name), nil
+}
+
+// settler lets the engines finish, between two runs, the work the runs
+// before left them: the WAL pages not yet copied into SQLite's database
+// file, and PostgreSQL's dead row versions and dirty buffers, which its
+// autovacuum workers and checkpointer would otherwise work through during
+// the next run, whichever handler it measures. The three servers share two
+// CPUs, so without it the bare handler's and SQLite's runs pay for
+// PostgreSQL's writes, and the last shape for the first. What a run leaves
+// is its own engine's cost of sustained intake; the settle time is printed
+// so that it is not hidden.
+type settler struct {
+	sqlite *sql.DB   // a connection of its own to the SQLite file
+	pg     *pgx.Conn // nil without -postgres
+	spent  time.Duration
+	runs   int
+}
+
+func newSettler(ctx context.Context, dbPath, dsn string) (*settler, error) {
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		return nil, fmt.Errorf("settle: %w", err)
+	}
+	db.SetMaxOpenConns(1)
+	s := &settler{sqlite: db}
+	if dsn != "" {
+		if s.pg, err = pgx.Connect(ctx, dsn); err != nil {
+			db.Close()
+			return nil, fmt.Errorf("settle: postgres: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// describe says what settle does, for the report's header.
+func (s *settler) describe() string {
+	d := "SQLite's WAL checkpointed into the database file (wal_checkpoint(TRUNCATE))"
+	if s.pg != nil {
+		d += "; PostgreSQL vacuumed (VACUUM (ANALYZE)) and checkpointed (CHECKPOINT)"
+	}
+	return d + ", unmeasured, so that no run pays for the runs before it"
+}
+
+// settle runs the engines' catching-up work to its end, within
+// SettleTimeout. A nil settler does nothing (-settle=false).
+func (s *settler) settle(ctx context.Context) error {
+	if s == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, SettleTimeout)
+	defer cancel()
+	start := time.Now()
+	var busy, logFrames, done int
+	if err := s.sqlite.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+		return fmt.Errorf("settle: sqlite: %w", err)
+	}
+	if busy != 0 {
+		return fmt.Errorf("settle: sqlite: the checkpoint could not finish (%d of %d frames)", done, logFrames)
+	}
+	if s.pg != nil {
+		for _, q := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {
+			if _, err := s.pg.Exec(ctx, q); err != nil {
+				return fmt.Errorf("settle: postgres: %s: %w", q, err)
+			}
+		}
+	}
+	s.spent += time.Since(start)
+	s.runs++
+	return nil
+}
+
+func (s *settler) close(ctx context.Context) {
+	if s.runs > 0 {
+		fmt.Printf("\nsettling took %s in all, %s per run on average\n", s.spent.Round(time.Millisecond), (s.spent / time.Duration(s.runs)).Round(time.Millisecond))
+	}
+	s.sqlite.Close()
+	if s.pg != nil {
+		s.pg.Close(ctx)
+	}
 }
 
 // median is the run with the median rate (the upper one of an even count).

@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestSettleEmptiesTheWAL: between two runs the SQLite WAL is copied
+// into the database and cut to nothing, while another connection (the
+// servers' store) keeps the database open.
+func TestSettleEmptiesTheWAL(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "intake.db")
+	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, "CREATE TABLE t (v TEXT)"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 200 {
+		if _, err := db.ExecContext(ctx, "INSERT INTO t VALUES (?)", fmt.Sprintf("%01000d", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wal := func() int64 {
+		info, err := os.Stat(path + "-wal")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return info.Size()
+	}
+	if n := wal(); n < 200*1000 {
+		t.Fatalf("WAL before settling: %d bytes, want the 200 rows' pages", n)
+	}
+	st, err := newSettler(ctx, path, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.close(ctx)
+	if err := st.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := wal(); n != 0 {
+		t.Fatalf("WAL after settling: %d bytes, want 0", n)
+	}
+	var rows int
+	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil || rows != 200 {
+		t.Fatalf("rows after settling: %d, %v; want 200", rows, err)
+	}
+	if st.runs != 1 {
+		t.Fatalf("settled %d times, want 1", st.runs)
+	}
+	var none *settler // -settle=false
+	if err := none.settle(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
