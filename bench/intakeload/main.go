@@ -71,6 +71,9 @@ const (
 	// SettleTimeout bounds the engines' catching up before one run (see
 	// settler).
 	SettleTimeout = 5 * time.Minute
+	// settleRetry is how long one checkpoint attempt waits for the
+	// store's connections, and the pause before the next.
+	settleRetry = 50 * time.Millisecond
 )
 
 func main() {
@@ -332,7 +335,7 @@ type settler struct {
 }
 
 func newSettler(ctx context.Context, dbPath, dsn string) (*settler, error) {
-	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout(10000)")
+	db, err := sql.Open("sqlite", "file:"+dbPath+"?_pragma=busy_timeout("+strconv.Itoa(int(settleRetry.Milliseconds()))+")")
 	if err != nil {
 		return nil, fmt.Errorf("settle: %w", err)
 	}
@@ -365,12 +368,22 @@ func (s *settler) settle(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, SettleTimeout)
 	defer cancel()
 	start := time.Now()
-	var busy, logFrames, done int
-	if err := s.sqlite.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
-		return fmt.Errorf("settle: sqlite: %w", err)
-	}
-	if busy != 0 {
-		return fmt.Errorf("settle: sqlite: the checkpoint could not finish (%d of %d frames)", done, logFrames)
+	// The store's own checkpointer may be at work (then the checkpoint
+	// cannot start: busy, -1 frames), or its readers still reading:
+	// tried again until it completes, within SettleTimeout.
+	for {
+		var busy, logFrames, done int
+		if err := s.sqlite.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+			return fmt.Errorf("settle: sqlite: %w", err)
+		}
+		if busy == 0 {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("settle: sqlite: the checkpoint could not finish within %s (%d of %d frames): %w", SettleTimeout, done, logFrames, ctx.Err())
+		case <-time.After(settleRetry):
+		}
 	}
 	if s.pg != nil {
 		for _, q := range []string{"VACUUM (ANALYZE)", "CHECKPOINT"} {

@@ -3,9 +3,11 @@ package main
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -44,13 +46,31 @@ func TestSettleEmptiesTheWAL(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer st.close(ctx)
+	// A reader still in its transaction keeps the WAL from starting over:
+	// settle tries again until its time is up, and says so.
+	reader, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rows int
+	if err := reader.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil {
+		t.Fatal(err)
+	}
+	short, cancel := context.WithTimeout(ctx, 4*settleRetry)
+	err = st.settle(short)
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "could not finish") {
+		t.Fatalf("settle beside an open reader: %v, want the checkpoint unfinished at the deadline", err)
+	}
+	if err := reader.Rollback(); err != nil {
+		t.Fatal(err)
+	}
 	if err := st.settle(ctx); err != nil {
 		t.Fatal(err)
 	}
 	if n := wal(); n != 0 {
 		t.Fatalf("WAL after settling: %d bytes, want 0", n)
 	}
-	var rows int
 	if err := db.QueryRowContext(ctx, "SELECT count(*) FROM t").Scan(&rows); err != nil || rows != 200 {
 		t.Fatalf("rows after settling: %d, %v; want 200", rows, err)
 	}
