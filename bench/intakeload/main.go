@@ -114,7 +114,7 @@ func parseFlags() (config, error) {
 	flag.StringVar(&c.cpuProfile, "cpuprofile", "", "write a CPU profile of the servers (whole run) to this file")
 	flag.StringVar(&prs, "prs", "1,500", "traffic shapes, each measured in turn: spread the deliveries over this many pull requests of the repository (1: each is a new head of one, superseding the last)")
 	flag.BoolVar(&c.postgres, "postgres", false, "also measure gilf on a private PostgreSQL server (Debian's postgresql package)")
-	flag.BoolVar(&c.settle, "settle", true, "before every run, let the engines finish what the runs before left them (SQLite: wal_checkpoint(TRUNCATE); PostgreSQL: VACUUM (ANALYZE), CHECKPOINT), so that no run pays for another's writes")
+	flag.BoolVar(&c.settle, "settle", true, "before every run, let the engines finish what the runs before left them (SQLite: wal_checkpoint(RESTART); PostgreSQL: VACUUM (ANALYZE), CHECKPOINT), so that no run pays for another's writes")
 	flag.Parse()
 	if c.payload == "" {
 		return c, errors.New("-payload is required")
@@ -320,7 +320,9 @@ func createDatabase(ctx context.Context, pg *pgtest.Server, name string) (string
 
 // settler lets the engines finish, between two runs, the work the runs
 // before left them: the WAL pages not yet copied into SQLite's database
-// file, and PostgreSQL's dead row versions and dirty buffers, which its
+// file (RESTART, not TRUNCATE: the WAL keeps its size, as between the
+// writer's own checkpoints, so the next run overwrites it instead of
+// growing a new file, whose every fsync is a journal commit), and PostgreSQL's dead row versions and dirty buffers, which its
 // autovacuum workers and checkpointer would otherwise work through during
 // the next run, whichever handler it measures. The three servers share two
 // CPUs, so without it the bare handler's and SQLite's runs pay for
@@ -352,7 +354,7 @@ func newSettler(ctx context.Context, dbPath, dsn string) (*settler, error) {
 
 // describe says what settle does, for the report's header.
 func (s *settler) describe() string {
-	d := "SQLite's WAL checkpointed into the database file (wal_checkpoint(TRUNCATE))"
+	d := "SQLite's WAL checkpointed into the database file (wal_checkpoint(RESTART))"
 	if s.pg != nil {
 		d += "; PostgreSQL vacuumed (VACUUM (ANALYZE)) and checkpointed (CHECKPOINT)"
 	}
@@ -373,7 +375,7 @@ func (s *settler) settle(ctx context.Context) error {
 	// tried again until it completes, within SettleTimeout.
 	for {
 		var busy, logFrames, done int
-		if err := s.sqlite.QueryRowContext(ctx, "PRAGMA wal_checkpoint(TRUNCATE)").Scan(&busy, &logFrames, &done); err != nil {
+		if err := s.sqlite.QueryRowContext(ctx, "PRAGMA wal_checkpoint(RESTART)").Scan(&busy, &logFrames, &done); err != nil {
 			return fmt.Errorf("settle: sqlite: %w", err)
 		}
 		if busy == 0 {
