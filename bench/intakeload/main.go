@@ -320,15 +320,18 @@ func createDatabase(ctx context.Context, pg *pgtest.Server, name string) (string
 
 // settler lets the engines finish, between two runs, the work the runs
 // before left them: the WAL pages not yet copied into SQLite's database
-// file (RESTART, not TRUNCATE: the WAL keeps its size, as between the
-// writer's own checkpoints, so the next run overwrites it instead of
-// growing a new file, whose every fsync is a journal commit), and PostgreSQL's dead row versions and dirty buffers, which its
+// file, and PostgreSQL's dead row versions and dirty buffers, which its
 // autovacuum workers and checkpointer would otherwise work through during
 // the next run, whichever handler it measures. The three servers share two
 // CPUs, so without it the bare handler's and SQLite's runs pay for
 // PostgreSQL's writes, and the last shape for the first. What a run leaves
 // is its own engine's cost of sustained intake; the settle time is printed
 // so that it is not hidden.
+//
+// SQLite's checkpoint is a RESTART, not a TRUNCATE: the WAL keeps its
+// size, as between the writer's own checkpoints, so the next run
+// overwrites it instead of growing a new file, whose every fsync is a
+// journal commit.
 type settler struct {
 	sqlite *sql.DB   // a connection of its own to the SQLite file
 	pg     *pgx.Conn // nil without -postgres
@@ -383,7 +386,7 @@ func (s *settler) settle(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("settle: sqlite: the checkpoint could not finish within %s (%d of %d frames): %w", SettleTimeout, done, logFrames, ctx.Err())
+			return fmt.Errorf("settle: sqlite: the checkpoint could not finish before the deadline (%d of %d frames): %w", done, logFrames, ctx.Err())
 		case <-time.After(settleRetry):
 		}
 	}
