@@ -12,9 +12,9 @@ import (
 )
 
 // TestSettleStartsTheWALOver: between two runs the SQLite WAL is copied
-// into the database and cut to nothing, while another connection (the
-// servers' store) keeps the database open.
-func TestSettleEmptiesTheWAL(t *testing.T) {
+// into the database and starts over at its size, while another
+// connection (the servers' store) keeps the database open.
+func TestSettleStartsTheWALOver(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "intake.db")
 	db, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(WAL)&_pragma=wal_autocheckpoint(0)")
