@@ -139,17 +139,44 @@ func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 		defer close(d.appends)
 	}
 	lastLook := time.Now()
+	asked := false // for the checkpointer's pass before the writer's own
 	for {
-		if d.engine == EngineSQLite && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
-			// Between two batches no commit can race the checkpoint, so
-			// it copies the whole WAL and the next batch starts the WAL
-			// over from its beginning instead of growing it. Only past
-			// BusyCheckpointBytes: until then the checkpointer copies the
-			// WAL beside the commits, and no delivery waits for it.
+		if d.engine == EngineSQLite && !asked && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
+			// Only past BusyCheckpointBytes: until then the checkpointer
+			// copies the WAL beside the commits, and no delivery waits
+			// for it.
 			lastLook = time.Now()
 			if d.wal.past(d.opts.BusyCheckpointBytes) {
-				d.checkpoint(ctx, "PASSIVE")
+				asked = true
+				if d.busyUnprepared {
+					d.ckPassed <- struct{}{}
+				} else {
+					d.ckNow <- struct{}{} // room for one: only the writer asks, once at a time
+				}
+			}
+		}
+		if asked {
+			select {
+			case <-d.ckPassed:
+				// Between two batches no commit can race the checkpoint,
+				// so it copies the whole WAL and the next batch starts
+				// the WAL over from its beginning instead of growing it.
+				// The checkpointer's pass, which ran beside the commits,
+				// copied all but the frames committed meanwhile, so the
+				// deliveries waiting now wait for those alone, not for up
+				// to CheckpointInterval's worth of frames.
+				start := time.Now()
+				frames, _ := d.checkpoint(ctx, "PASSIVE")
+				d.busyStall.Add(int64(time.Since(start)))
 				d.busyCheckpoints.Add(1)
+				d.busyFrames.Add(int64(frames))
+				copied := int64(frames) - d.prepared.Swap(0)
+				if copied < 0 { // the WAL started over since the pass
+					copied = int64(frames)
+				}
+				d.busyCopied.Add(copied)
+				asked, lastLook = false, time.Now()
+			default:
 			}
 		}
 		var first *intakeReq
