@@ -267,6 +267,9 @@ func run() error {
 					fmt.Printf("        %s:%s\n", h.name, r)
 				}
 			}
+			if m := machineRuns(bs, srv.gilf, gs); m != "" {
+				fmt.Println(m)
+			}
 		}
 		for i, h := range srv.gilf {
 			if len(atTarget[i]) > 0 {
@@ -440,6 +443,48 @@ func spread(bs, gs []result) string {
 		return strings.Join(parts, " ")
 	}
 	return fmt.Sprintf("  [runs: bare %s; gilf %s]", rates(bs), rates(gs))
+}
+
+// machineRuns lists, run by run, what the whole machine spent per 2xx
+// answer (generator, servers and PostgreSQL: CPU time is not stretched
+// by a slower machine as the rates are) and the shares of the CPUs'
+// time the hypervisor gave others (steal) and the disk kept idle
+// (iowait); empty without /proc/stat.
+func machineRuns(bs []result, hs []gilfHandler, gs [][]result) string {
+	if len(bs) == 0 || bs[0].machine == (machineShare{}) {
+		return ""
+	}
+	list := func(rs []result, f func(result) float64) string {
+		parts := make([]string, len(rs))
+		for i, r := range rs {
+			parts[i] = fmt.Sprintf("%.0f", f(r))
+		}
+		return strings.Join(parts, " ")
+	}
+	line := func(what string, f func(result) float64) string {
+		out := fmt.Sprintf("  [%s: bare %s", what, list(bs, f))
+		for i, h := range hs {
+			out += fmt.Sprintf("; %s %s", h.name, list(gs[i], f))
+		}
+		return out + "]"
+	}
+	cpu := line("CPU µs per answer", result.cpuPerRequest)
+	for i, h := range hs {
+		cpu += fmt.Sprintf(" %s/bare %.2fx", h.name, medianOf(gs[i], result.cpuPerRequest)/medianOf(bs, result.cpuPerRequest))
+	}
+	return "        machine:" + cpu + "\n        machine:" +
+		line("steal %", func(r result) float64 { return 100 * r.machine.steal }) +
+		line("iowait %", func(r result) float64 { return 100 * r.machine.iowait })
+}
+
+// medianOf is the median of f over rs.
+func medianOf(rs []result, f func(result) float64) float64 {
+	v := make([]float64, len(rs))
+	for i, r := range rs {
+		v[i] = f(r)
+	}
+	slices.Sort(v)
+	return v[len(v)/2]
 }
 
 // durability states the crash model the measured numbers pay for.
@@ -727,6 +772,15 @@ type result struct {
 	ok, failed int
 	elapsed    time.Duration
 	lat        []time.Duration
+	machine    machineShare // zero when /proc/stat could not be read
+}
+
+// cpuPerRequest is the machine's CPU time per 2xx answer, in µs.
+func (r result) cpuPerRequest() float64 {
+	if r.ok == 0 {
+		return 0
+	}
+	return r.machine.busyNs / float64(r.ok) / 1e3
 }
 
 func (r result) rate() float64 { return float64(r.ok) / r.elapsed.Seconds() }
@@ -759,6 +813,7 @@ func (g *generator) load(ctx context.Context, url string, c int, d time.Duration
 	var mu sync.Mutex
 	var res result
 	var wg sync.WaitGroup
+	before, statErr := machineTimes()
 	start := time.Now()
 	for range c {
 		wg.Go(func() {
@@ -785,6 +840,9 @@ func (g *generator) load(ctx context.Context, url string, c int, d time.Duration
 	}
 	wg.Wait()
 	res.elapsed = time.Since(start)
+	if after, err := machineTimes(); statErr == nil && err == nil {
+		res.machine = before.share(after)
+	}
 	sort.Slice(res.lat, func(i, j int) bool { return res.lat[i] < res.lat[j] })
 	return res
 }
