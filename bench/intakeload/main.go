@@ -435,14 +435,16 @@ func spread(bs, gs []result) string {
 	if len(bs) < 2 {
 		return ""
 	}
-	rates := func(rs []result) string {
-		parts := make([]string, len(rs))
-		for i, r := range rs {
-			parts[i] = fmt.Sprintf("%.0f", r.rate())
-		}
-		return strings.Join(parts, " ")
+	return fmt.Sprintf("  [runs: bare %s; gilf %s]", perRun(bs, result.rate), perRun(gs, result.rate))
+}
+
+// perRun lists f of every run, rounded.
+func perRun(rs []result, f func(result) float64) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = fmt.Sprintf("%.0f", f(r))
 	}
-	return fmt.Sprintf("  [runs: bare %s; gilf %s]", rates(bs), rates(gs))
+	return strings.Join(parts, " ")
 }
 
 // machineRuns lists, run by run, what the whole machine spent per 2xx
@@ -454,17 +456,10 @@ func machineRuns(bs []result, hs []gilfHandler, gs [][]result) string {
 	if len(bs) == 0 || bs[0].machine == (machineShare{}) {
 		return ""
 	}
-	list := func(rs []result, f func(result) float64) string {
-		parts := make([]string, len(rs))
-		for i, r := range rs {
-			parts[i] = fmt.Sprintf("%.0f", f(r))
-		}
-		return strings.Join(parts, " ")
-	}
 	line := func(what string, f func(result) float64) string {
-		out := fmt.Sprintf("  [%s: bare %s", what, list(bs, f))
+		out := fmt.Sprintf("  [%s: bare %s", what, perRun(bs, f))
 		for i, h := range hs {
-			out += fmt.Sprintf("; %s %s", h.name, list(gs[i], f))
+			out += fmt.Sprintf("; %s %s", h.name, perRun(gs[i], f))
 		}
 		return out + "]"
 	}
