@@ -430,12 +430,14 @@ func failures(rs []result) int {
 	return n
 }
 
-// spread lists every run's rate when there was more than one.
+// spread lists every run's rate and p99 when there was more than one.
 func spread(bs, gs []result) string {
 	if len(bs) < 2 {
 		return ""
 	}
-	return fmt.Sprintf("  [runs: bare %s; gilf %s]", perRun(bs, result.rate), perRun(gs, result.rate))
+	p99 := func(r result) float64 { return float64(r.p(0.99)) / float64(time.Millisecond) }
+	return fmt.Sprintf("  [runs: bare %s; gilf %s] [p99 ms: bare %s; gilf %s]",
+		perRun(bs, result.rate), perRun(gs, result.rate), perRun(bs, p99), perRun(gs, p99))
 }
 
 // perRun lists f of every run, rounded.
