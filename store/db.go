@@ -225,7 +225,8 @@ type DB struct {
 	// writer's own checkpoints (see writer); busyFrames sums the WAL
 	// frames they found, busyCopied those they had to copy themselves,
 	// and busyStall the time they held the writer. prepared is how many
-	// frames the checkpointer's pass before the next one copied.
+	// of the WAL's frames were in the database file after the pass the
+	// writer asked for (ckNow), for its next checkpoint's busyCopied.
 	busyCheckpoints, busyFrames, busyCopied, busyStall atomic.Int64
 	prepared                                           atomic.Int64
 	// ckNow asks the checkpointer for a pass now (SQLite's writer, past

@@ -8,7 +8,10 @@
 // request — they take turns, each superseding the last — or spread over
 // 500). After each gilf level it checks that every 2xx answer has its row
 // in the store. Before every run the engines catch up, unmeasured, on what
-// the runs before left them (settler, -settle).
+// the runs before left them (settler, -settle). Every run also reports,
+// from /proc/stat, the machine's CPU time per answer and its steal and
+// iowait shares (machine.go), so that a run on a disturbed machine shows
+// as one.
 //
 // The servers run in a child process (this binary with -serve), apart from
 // the load generator, as GitHub is apart from a real App: the generator's
@@ -452,8 +455,8 @@ func perRun(rs []result, f func(result) float64) string {
 // machineRuns lists, run by run, what the whole machine spent per 2xx
 // answer (generator, servers and PostgreSQL: CPU time is not stretched
 // by a slower machine as the rates are) and the shares of the CPUs'
-// time the hypervisor gave others (steal) and the disk kept idle
-// (iowait); empty without /proc/stat.
+// time the hypervisor gave to other guests (steal) and spent idle with a
+// disk request outstanding (iowait); empty without /proc/stat.
 func machineRuns(bs []result, hs []gilfHandler, gs [][]result) string {
 	if len(bs) == 0 || bs[0].machine == (machineShare{}) {
 		return ""
