@@ -135,8 +135,8 @@ func TestWALReopenedWhenReplaced(t *testing.T) {
 	}
 }
 
-// stream records each deliveries of 2 KB from each of 8 goroutines, each
-// pausing 2 ms after every pauseEvery of them (0: never).
+// stream records each lone deliveries of 2 KB (their count) from each of
+// 8 goroutines, each pausing 2 ms after every pauseEvery of them (0: never).
 func stream(t *testing.T, db *DB, each, pauseEvery int) {
 	t.Helper()
 	body := make([]byte, 2048)
