@@ -7,6 +7,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // cpuTimes is the machine's "cpu" line of /proc/stat: time spent by all
@@ -75,4 +77,14 @@ func (a cpuTimes) share(b cpuTimes) machineShare {
 		return machineShare{}
 	}
 	return machineShare{busyNs: busy * clockTick, steal: steal / total, iowait: io / total}
+}
+
+// processCPU is this process's CPU time so far (user and system, all its
+// threads): the load generator's, since the servers run in a child.
+func processCPU() (time.Duration, error) {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0, fmt.Errorf("getrusage: %w", err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()), nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"math"
 	"testing"
+	"time"
 )
 
 // TestMachineShare: two readings of /proc/stat's cpu line (the kernel's
@@ -38,6 +39,32 @@ func TestMachineShare(t *testing.T) {
 	for _, bad := range []string{"", "cpu0 1 2 3 4 5 6 7 8", "cpu 1 2 3", "cpu 1 2 3 4 x 6 7 8"} {
 		if _, err := parseCPULine(bad); err == nil {
 			t.Errorf("parseCPULine(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+// TestProcessCPU: the generator's CPU time counts this process's work.
+func TestProcessCPU(t *testing.T) {
+	before, err := processCPU()
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = 20 * time.Millisecond
+	deadline := time.Now().Add(10 * time.Second)
+	x := uint64(1)
+	for {
+		for range 1 << 20 { // work the compiler keeps
+			x = x*6364136223846793005 + 1442695040888963407
+		}
+		now, err := processCPU()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now-before >= want {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("CPU time rose %v in 10 s of work (x=%d), want %v", now-before, x, want)
 		}
 	}
 }
