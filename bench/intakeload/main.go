@@ -711,7 +711,12 @@ const (
 )
 
 // buildPayload compacts a real payload and pads pull_request.body so the
-// whole is size bytes.
+// whole is size bytes. Its keys are sorted, as json.Marshal sorts them,
+// except along pull_request.head.sha, which comes last: every byte before
+// the head sha then depends on the pull request number alone, so the
+// generator signs a delivery from its pull request's hashed prefix and
+// hashes a few dozen bytes of its own (sign.go). The server reads the
+// same members as in any order.
 func buildPayload(path string, size int) (template, error) {
 	raw, err := os.ReadFile(path)
 	if err != nil {
@@ -731,7 +736,7 @@ func buildPayload(path string, size int) (template, error) {
 	m["number"], pr["number"] = json.Number(prMarker), json.Number(prMarker)
 	text, _ := pr["body"].(string) // null in some payloads: start empty
 	pr["body"] = text
-	b, err := json.Marshal(m)
+	b, err := marshalLast(m, headSHAPath)
 	if err != nil {
 		return template{}, err
 	}
@@ -739,7 +744,7 @@ func buildPayload(path string, size int) (template, error) {
 		const sentence = "This pull request changes the intake path. "
 		filler := strings.Repeat(sentence, pad/len(sentence)+1)[:pad]
 		pr["body"] = text + filler
-		if b, err = json.Marshal(m); err != nil {
+		if b, err = marshalLast(m, headSHAPath); err != nil {
 			return template{}, err
 		}
 	}
@@ -767,6 +772,58 @@ func buildPayload(path string, size int) (template, error) {
 		return template{}, fmt.Errorf("found %d pull request numbers in the payload, want 2", len(t.prs))
 	}
 	return t, nil
+}
+
+// headSHAPath is the head sha's place in a pull_request payload.
+var headSHAPath = []string{"pull_request", "head", "sha"}
+
+// marshalLast is json.Marshal's compact encoding of m, keys sorted, except
+// that the member named by last[0] comes after the others, and within its
+// value (an object) last[1:] does likewise.
+func marshalLast(m map[string]any, last []string) ([]byte, error) {
+	if len(last) == 0 {
+		return json.Marshal(m)
+	}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		if k != last[0] {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	v, ok := m[last[0]]
+	if !ok {
+		return nil, fmt.Errorf("payload has no %q", last[0])
+	}
+	b := []byte{'{'}
+	member := func(k string, raw []byte) {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		kb, _ := json.Marshal(k)
+		b = append(append(append(b, kb...), ':'), raw...)
+	}
+	for _, k := range keys {
+		raw, err := json.Marshal(m[k])
+		if err != nil {
+			return nil, err
+		}
+		member(k, raw)
+	}
+	var raw []byte
+	var err error
+	if sub, isObject := v.(map[string]any); isObject {
+		raw, err = marshalLast(sub, last[1:])
+	} else if len(last) > 1 {
+		return nil, fmt.Errorf("payload's %q is not an object", last[0])
+	} else {
+		raw, err = json.Marshal(v)
+	}
+	if err != nil {
+		return nil, err
+	}
+	member(last[0], raw)
+	return append(b, '}'), nil
 }
 
 type generator struct {

@@ -1,10 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -15,9 +20,8 @@ import (
 // TestSignerMatchesSign: the signer's signature of every delivery the
 // generator sends is webhook.Sign's, with prefixes (one pull request,
 // 500, MaxPrefixPRs) and without (MaxPrefixPRs+1), from goroutines
-// sharing the prefixes; and a delivery hashes less than half of its body
-// (the padded pull_request.body is in the prefix), so the prefix is worth
-// keeping.
+// sharing the prefixes; and a delivery hashes less than 1% of its body
+// (the head sha is its last member), so the prefix is worth keeping.
 func TestSignerMatchesSign(t *testing.T) {
 	tmpl, err := buildPayload(filepath.Join(shared.Dir(t), "data", "webhooks", "pull_request", "opened.json"), DefaultSize)
 	if err != nil {
@@ -34,8 +38,8 @@ func TestSignerMatchesSign(t *testing.T) {
 			if got := s.prefix != nil; got != (prs <= MaxPrefixPRs) {
 				t.Fatalf("prefixes kept: %v, want %v", got, !got)
 			}
-			if rest := len(tmpl.body) - s.cut; s.prefix != nil && rest*2 >= len(tmpl.body) {
-				t.Errorf("a delivery hashes %d of its %d bytes, want less than half", rest, len(tmpl.body))
+			if rest := len(tmpl.body) - s.cut; s.prefix != nil && rest*100 >= len(tmpl.body) {
+				t.Errorf("a delivery hashes %d of its %d bytes, want less than 1%%", rest, len(tmpl.body))
 			}
 			var wg sync.WaitGroup
 			for g := range 4 {
@@ -63,5 +67,52 @@ func TestSignerMatchesSign(t *testing.T) {
 			}
 			wg.Wait()
 		})
+	}
+}
+
+// TestPayloadHeadSHALast: the template is the real payload (padded, with
+// the markers), as JSON equal to json.Marshal's, with the head sha as its
+// last member; marshalLast refuses a path that is not there.
+func TestPayloadHeadSHALast(t *testing.T) {
+	path := filepath.Join(shared.Dir(t), "data", "webhooks", "pull_request", "opened.json")
+	tmpl, err := buildPayload(path, DefaultSize)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(tmpl.body) != DefaultSize {
+		t.Errorf("template is %d bytes, want %d", len(tmpl.body), DefaultSize)
+	}
+	if want := `"sha":"` + strings.Repeat("f", 40) + `"}}}`; !bytes.HasSuffix(tmpl.body, []byte(want)) {
+		t.Errorf("template ends %q, want %q", tmpl.body[len(tmpl.body)-60:], want)
+	}
+	var got, want map[string]any
+	if err := json.Unmarshal(tmpl.body, &got); err != nil {
+		t.Fatal(err)
+	}
+	plain, err := json.Marshal(got) // sorted keys: the same members, json.Marshal's way
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(plain, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) || len(plain) != len(tmpl.body) {
+		t.Errorf("template is not json.Marshal's encoding reordered: %d bytes against %d", len(tmpl.body), len(plain))
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var orig map[string]any
+	if err := json.Unmarshal(raw, &orig); err != nil {
+		t.Fatal(err)
+	}
+	if g, o := got["repository"], orig["repository"]; !reflect.DeepEqual(g, o) {
+		t.Error("the template's repository differs from the payload's")
+	}
+	for _, bad := range [][]string{{"pull_request", "nope"}, {"action", "x"}} {
+		if _, err := marshalLast(orig, bad); err == nil {
+			t.Errorf("marshalLast(%v) = nil error, want one", bad)
+		}
 	}
 }
