@@ -13,8 +13,9 @@
 // iowait shares (machine.go), so that a run on a disturbed machine shows
 // as one, and the generator's own CPU time per answer. The generator
 // signs each delivery from an HMAC of its pull request's prefix, hashed
-// once (sign.go): the same signature as webhook.Sign for under half the
-// hashing, as the CPU it spends is taken from the servers.
+// once (sign.go; the head sha is the payload's last member): the same
+// signature as webhook.Sign for a few dozen bytes of hashing, as the CPU
+// the generator spends is taken from the servers.
 //
 // The servers run in a child process (this binary with -serve), apart from
 // the load generator, as GitHub is apart from a real App: the generator's

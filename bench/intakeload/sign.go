@@ -18,12 +18,13 @@ const MaxPrefixPRs = 4096
 // signer signs the generator's deliveries, byte for byte what
 // webhook.Sign gives, for a fraction of its CPU: on this shared machine
 // the generator's CPU is taken from the servers it measures, and signing
-// a whole 25 KB body was about half of the generator's time per request.
+// a whole 25 KB body was about half of the generator's time per request
+// (63–65 µs per answer at SQLite's rates; 34–45 µs with the signer).
 //
 // Every byte before the first head sha (cut) depends on the pull request
-// number alone — the padded pull_request.body is among them. The signer
-// hashes that prefix once per pull request into an HMAC whose state each
-// delivery clones, then hashes only the rest of its body.
+// number alone: the template puts the head sha last (buildPayload). The
+// signer hashes that prefix once per pull request into an HMAC whose
+// state each delivery clones, then hashes only the rest of its body.
 type signer struct {
 	secret []byte
 	cut    int           // bytes of the body covered by a prefix
