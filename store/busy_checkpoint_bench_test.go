@@ -28,24 +28,7 @@ func BenchmarkBusyCheckpointStall(b *testing.B) {
 	measure := func(unprepared bool) (stall time.Duration, copied float64) {
 		db := openInternal(b, Options{BusyCheckpointBytes: stallWALBytes})
 		db.busyUnprepared = unprepared
-		var wg sync.WaitGroup
-		var sent atomic.Int64
-		for range 64 {
-			wg.Go(func() {
-				for sent.Add(1) <= stallDeliveries {
-					n := seq.Add(1)
-					d := validation.Delivery{ID: fmt.Sprintf("d-%d", n), Event: "pull_request", Action: "synchronize",
-						InstallationID: 1, Repo: "o/r", ReceivedAt: time.Now(), Status: validation.DeliveryQueued, Body: body}
-					j := &validation.JobSpec{Repo: "o/r", PR: 1 + int(n%500), HeadSHA: fmt.Sprintf("%040x", n), BaseRef: "main",
-						InstallationID: 1, Trigger: "synchronize", PRUpdatedAt: time.Now()}
-					if _, err := db.RecordDelivery(context.Background(), d, j); err != nil {
-						b.Error(err)
-						return
-					}
-				}
-			})
-		}
-		wg.Wait()
+		recordNewHeads(b, db, stallDeliveries, &seq, body)
 		n := db.busyCheckpoints.Load()
 		if n == 0 {
 			b.Fatalf("no writer checkpoint in %d deliveries with a %d-byte WAL cap", stallDeliveries, stallWALBytes)
@@ -66,4 +49,27 @@ func BenchmarkBusyCheckpointStall(b *testing.B) {
 	b.ReportMetric(baseCopied/n, "unprepared-frames")
 	b.ReportMetric(prepCopied/n, "prepared-frames")
 	b.ReportMetric(float64(prep)/float64(base), "stall-ratio")
+}
+
+// recordNewHeads records n deliveries from 64 goroutines, each a new head
+// (numbered by seq) of one of 500 pull requests.
+func recordNewHeads(tb testing.TB, db *DB, n int64, seq *atomic.Int64, body []byte) {
+	var wg sync.WaitGroup
+	var sent atomic.Int64
+	for range 64 {
+		wg.Go(func() {
+			for sent.Add(1) <= n {
+				k := seq.Add(1)
+				d := validation.Delivery{ID: fmt.Sprintf("d-%d", k), Event: "pull_request", Action: "synchronize",
+					InstallationID: 1, Repo: "o/r", ReceivedAt: time.Now(), Status: validation.DeliveryQueued, Body: body}
+				j := &validation.JobSpec{Repo: "o/r", PR: 1 + int(k%500), HeadSHA: fmt.Sprintf("%040x", k), BaseRef: "main",
+					InstallationID: 1, Trigger: "synchronize", PRUpdatedAt: time.Now()}
+				if _, err := db.RecordDelivery(context.Background(), d, j); err != nil {
+					tb.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }

@@ -237,6 +237,10 @@ type DB struct {
 	// itself, without the checkpointer's pass first: the baseline of
 	// BenchmarkBusyCheckpointStall, never set otherwise.
 	busyUnprepared bool
+	// soloAtOnce makes a solo new head supersede its older heads at once,
+	// one statement each, as every new head did before intake_solo.go:
+	// the baseline of BenchmarkSoloSupersede, never set otherwise.
+	soloAtOnce bool
 }
 
 // Open opens (creating when missing) the SQLite database at path, applies

@@ -449,8 +449,13 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	} else {
 		// SQLite records a pull request's several new heads as a chain
 		// (intake_chain.go), at the place of the first of them.
+		// A new head alone in the batch with its pull request leaves the
+		// supersession of its older heads to one statement for all of
+		// them (intake_solo.go).
 		chainAt := map[int][]pgItem{}
 		inChain := map[int]bool{}
+		var solo []bool
+		later := &laterSupersessions{}
 		if d.engine == EngineSQLite && byPR && pipeline {
 			chains, _ := chainsOf(batch)
 			for _, c := range chains {
@@ -458,6 +463,9 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 				for _, it := range c {
 					inChain[it.i] = true
 				}
+			}
+			if !d.soloAtOnce {
+				solo = soloPRs(batch)
 			}
 		}
 		for i, r := range batch {
@@ -476,12 +484,19 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			if inChain[i] {
 				continue
 			}
-			res, err := d.recordTx(ctx, st, r)
+			var l *laterSupersessions
+			if solo != nil && solo[i] {
+				l = later
+			}
+			res, err := d.recordTx(ctx, st, r, l)
 			if err != nil {
 				return &itemError{i: i, err: err} // the caller logs it, once
 			}
 			results[i] = intakeRes{res: res}
 			queued = queued || claimable(res) // a job it made claimable
+		}
+		if err := d.supersedeLater(ctx, tx, later, d.nowMs()); err != nil {
+			return &itemError{i: -1, err: err}
 		}
 	}
 	if queued && d.engine == EnginePostgres {
@@ -522,7 +537,12 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 // supersession of older heads, its cancellation and its re-run. A new job
 // for a new head — almost every delivery — costs three statements: insert
 // the delivery, insert the job (or look it up), supersede.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
+//
+// later, when set, takes the supersession of a solo new head's older heads
+// (intake_solo.go): its statements are then the delivery's insert, the
+// query of the pull request's newest update and older heads, and the
+// job's insert, and the batch supersedes for all of them at its end.
+func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq, later *laterSupersessions) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
 	if st.recordPG != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
@@ -541,7 +561,7 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 	}
 	now := d.nowMs()
 	if job != nil {
-		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
+		if res, err = d.recordJob(ctx, st, del, job, now, later); err != nil {
 			return res, err
 		}
 	}
@@ -628,17 +648,24 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 // recordJob creates the job a delivery asks for, or attaches the delivery
 // to the existing job for the same reviewed state, and supersedes older
 // heads of the pull request.
-func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
+//
+// later, when set (a solo new head, intake_solo.go), takes the
+// supersession of the older heads, to run at the end of the batch.
+func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64, later *laterSupersessions) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	updated := ms(job.PRUpdatedAt)
 	// A new job for a new reviewed state — almost every delivery — is
 	// inserted at once, queued or (when a newer head was received
 	// already) superseded; an existing one is looked up and touched.
 	var created string
+	var older []int64
 	var err error
-	if d.engine == EngineSQLite {
+	switch {
+	case later != nil:
+		res.JobID, created, older, err = insertSoloJobSQLite(ctx, st, del, job, updated, now)
+	case d.engine == EngineSQLite:
 		res.JobID, created, err = insertJobSQLite(ctx, st, del, job, updated, now)
-	} else {
+	default:
 		err = st.insJob.QueryRowContext(ctx,
 			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
 			updated, staleReason, now).Scan(&res.JobID, &created)
@@ -650,7 +677,10 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		return res, fmt.Errorf("insert job: %w", err)
 	}
 	res.JobState, res.JobCreated = created, true
-	if created == string(StateQueued) {
+	if created == string(StateQueued) && later != nil {
+		later.add(older, supersedeReason(job.HeadSHA, res.JobID))
+		res.Superseded = len(older)
+	} else if created == string(StateQueued) {
 		n, err := supersedeOlder(ctx, st, job, res.JobID, now)
 		if err != nil {
 			return res, err
@@ -677,6 +707,13 @@ func insertJobSQLite(ctx context.Context, st boundStmts, del validation.Delivery
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
 		return 0, "", fmt.Errorf("newest update of %s#%d: %w", job.Repo, job.PR, err)
 	}
+	return insertJobAs(ctx, st, del, job, updated, now, newest)
+}
+
+// insertJobAs inserts the job (sqlInsJobAs) queued, or superseded when
+// the pull request's newest update time is later than its own; its id,
+// its state, or sql.ErrNoRows when the reviewed state has its job.
+func insertJobAs(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, updated, now int64, newest sql.NullInt64) (int64, string, error) {
 	state, reason := StateQueued, ""
 	if planChain([]int64{updated}, newest.Int64, newest.Valid)[0].stale { // a chain of one
 		state, reason = StateSuperseded, staleReason
@@ -881,6 +918,10 @@ type intakeStmts struct {
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
 	recordPG                                                                      *sql.Stmt // PostgreSQL only
 	newestUpdate, maxJobID, insJobAs                                              *sql.Stmt // SQLite only (intake_chain.go)
+	newestOlder                                                                   *sql.Stmt // SQLite only (intake_solo.go)
+	// SQLite only (intake_solo.go): sqlSupersedeByID of 1, 2, 4, …
+	// MaxSupersedeByID ids, bound to a transaction when used.
+	byID []*sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -906,6 +947,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.newestUpdate, map[Engine]string{EngineSQLite: sqlNewestUpdate}[e]},
 		{&s.maxJobID, map[Engine]string{EngineSQLite: sqlMaxJobID}[e]},
 		{&s.insJobAs, map[Engine]string{EngineSQLite: sqlInsJobAs}[e]},
+		{&s.newestOlder, map[Engine]string{EngineSQLite: sqlNewestAndOlder}[e]},
 	} {
 		if p.q == "" {
 			continue
@@ -915,6 +957,15 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
 		}
 		*p.dst = st
+	}
+	if e == EngineSQLite {
+		for size := range byIDSizes {
+			st, err := w.PrepareContext(ctx, sqlSupersedeByID(1<<size))
+			if err != nil {
+				return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
+			}
+			s.byID = append(s.byID, st)
+		}
 	}
 	return nil
 }
@@ -938,6 +989,7 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		newestUpdate: stmtIn(ctx, tx, s.newestUpdate),
 		maxJobID:     stmtIn(ctx, tx, s.maxJobID),
 		insJobAs:     stmtIn(ctx, tx, s.insJobAs),
+		newestOlder:  stmtIn(ctx, tx, s.newestOlder),
 	}
 }
 
@@ -951,8 +1003,8 @@ func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG, s.newestUpdate, s.maxJobID, s.insJobAs} {
+	for _, st := range append([]*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG, s.newestUpdate, s.maxJobID, s.insJobAs, s.newestOlder}, s.byID...) {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

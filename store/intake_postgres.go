@@ -188,7 +188,7 @@ func (d *DB) recordRounds(ctx context.Context, st boundStmts, batch []*intakeReq
 			if it.req.job != nil {
 				continue
 			}
-			res, err := d.recordTx(ctx, st, it.req)
+			res, err := d.recordTx(ctx, st, it.req, nil)
 			if err != nil {
 				return false, &itemError{i: it.i, err: err}
 			}
