@@ -463,9 +463,9 @@ func perRun(rs []result, f func(result) float64) string {
 // machineRuns lists, run by run, what the whole machine spent per 2xx
 // answer (generator, servers and PostgreSQL: CPU time is not stretched
 // by a slower machine as the rates are), the load generator's part of it,
-// and the shares of the CPUs'
-// time the hypervisor gave to other guests (steal) and spent idle with a
-// disk request outstanding (iowait); empty without /proc/stat.
+// and the shares of the CPUs' time the hypervisor gave to other guests
+// (steal) and spent idle with a disk request outstanding (iowait); empty
+// without /proc/stat.
 func machineRuns(bs []result, hs []gilfHandler, gs [][]result) string {
 	if len(bs) == 0 || bs[0].machine == (machineShare{}) {
 		return ""
