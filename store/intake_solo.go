@@ -33,15 +33,17 @@ import (
 // delivery about its own pull request: see prLocks) whose pull request
 // has no other delivery in the batch.
 func soloPRs(batch []*intakeReq) []bool {
+	keys := make([]string, len(batch)) // "": no job
 	n := make(map[string]int, len(batch))
-	for _, r := range batch {
+	for i, r := range batch {
 		if r.job != nil {
-			n[prKey(r.job)]++
+			keys[i] = prKey(r.job)
+			n[keys[i]]++
 		}
 	}
 	solo := make([]bool, len(batch))
-	for i, r := range batch {
-		solo[i] = r.job != nil && n[prKey(r.job)] == 1
+	for i, k := range keys {
+		solo[i] = k != "" && n[k] == 1
 	}
 	return solo
 }
