@@ -237,6 +237,8 @@ type DB struct {
 	// itself, without the checkpointer's pass first: the baseline of
 	// BenchmarkBusyCheckpointStall, never set otherwise.
 	busyUnprepared bool
+	// firstStats is a PostgreSQL replica's first ANALYZE (postgres_stats.go).
+	firstStats firstStats
 	// soloAtOnce makes a solo new head supersede its older heads at once,
 	// one statement each, as every new head did before intake_solo.go:
 	// the baseline of BenchmarkSoloSupersede, never set otherwise.

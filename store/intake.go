@@ -211,6 +211,7 @@ func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
 		r.stored.release()
 	}
 	d.answer(batch, res)
+	d.noteJobs(ctx, res)
 }
 
 // commitRows runs live in one transaction and, when one delivery failed

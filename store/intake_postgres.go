@@ -359,16 +359,20 @@ const followUpCode = "GF001"
 // The statements around a batch's rounds. sqlLockPRs takes the pull
 // requests' advisory locks in one order, so two batches do not wait for
 // each other's (a deadlock PostgreSQL broke anyway would run the batch
-// again). The same statement makes the transaction run its prepared
-// statements on their generic plans: a custom plan of a round's statement
-// costs more to make than to run (measured: about 1 ms to plan a
-// one-delivery round that runs in 0.2 ms), and the server keeps choosing
-// one when its estimates of the arrays favour it. TestPostgresQueryPlans
-// checks the generic plans.
+// again). The same statement gives the transaction pipelineSettings.
 const (
-	sqlLockPRs = `SELECT set_config('plan_cache_mode', 'force_generic_plan', true), pg_advisory_xact_lock(k)
+	sqlLockPRs = `SELECT ` + pipelineSettings + `, pg_advisory_xact_lock(k)
 		FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
-	sqlNotifyJobs = `SELECT pg_notify(?, '')`
+	// pipelineSettings are the pipelined batch's, for its transaction
+	// alone (set_config's third argument), so that a pooler's next client
+	// does not inherit them: its prepared statements run on their generic
+	// plans. A custom plan of a round's statement costs more to make than
+	// to run (measured: about 1 ms to plan a one-delivery round that runs
+	// in 0.2 ms), and the server keeps choosing one when its estimates of
+	// the arrays favour it. A generic plan is made on the statistics of its
+	// day: see firstStatistics. TestPostgresQueryPlans checks the plans.
+	pipelineSettings = `set_config('plan_cache_mode', 'force_generic_plan', true)`
+	sqlNotifyJobs    = `SELECT pg_notify(?, '')`
 )
 
 // The pipelined batch's statements, in PostgreSQL's dialect (database/sql's

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -262,21 +263,128 @@ func jobTable(list []store.JobSummary, names map[int64]string) map[string]string
 // has none, read every job.
 func TestPostgresQueryPlans(t *testing.T) {
 	db := openAt(t, pg.NewDatabase(t), store.Options{})
-	now := time.Now()
 	const busy, others, each = 3000, 50, 5
+	recordHeads(t, db, busy+others*each, func(n int) int {
+		if n >= busy {
+			return 2 + (n-busy)%others
+		}
+		return 1
+	})
+	plans, err := store.PostgresPlans(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pipelined, err := store.PostgresPipelinePlans(context.Background(), db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	maps.Copy(plans, pipelined)
+	noTableReads(t, plans, "jobs")
+}
+
+// TestPostgresFirstStatistics: on a new database whose empty tables were
+// analyzed (by a maintenance job here; autovacuum does it at 50 rows), the
+// pipelined intake's plan reads the whole of jobs; the job numbered
+// FirstStatisticsJobs has the replica analyze jobs and deliveries (not
+// one before), and the same connection's next batch then runs a plan
+// that reads indexes alone. A replica that starts on the database
+// afterwards finds the statistics taken and leaves them.
+func TestPostgresFirstStatistics(t *testing.T) {
+	ctx := context.Background()
+	dsn := pg.NewDatabase(t)
+	db := openAt(t, dsn, store.Options{MaxConns: 1}) // one connection: its plans are the batches'
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	// Only the store analyzes after this: autovacuum would too, in its
+	// own time.
+	if _, err := conn.Exec(ctx, `ALTER TABLE jobs SET (autovacuum_enabled = false);
+		ALTER TABLE deliveries SET (autovacuum_enabled = false);
+		ANALYZE jobs, deliveries`); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Now()
+	head := func(k int) validation.RecordResult { // one by one: each batch is a round of one delivery
+		j := spec(sha(k), now.Add(time.Duration(k)*time.Millisecond))
+		j.Repo, j.PR = "o/r", 1+k%50
+		d := delivery(fmt.Sprintf("d-%d", k), []byte(`{}`), now)
+		d.Repo, d.PR, d.HeadSHA = j.Repo, j.PR, j.HeadSHA
+		return record(t, db, d, j)
+	}
+	for k := 1; k < store.FirstStatisticsJobs; k++ {
+		if res := head(k); res.JobID != int64(k) {
+			t.Fatalf("delivery %d made job %d", k, res.JobID)
+		}
+	}
+	plan, err := store.CachedRoundPlan(ctx, db)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(wholeReads(plan, "jobs")) == 0 {
+		t.Fatalf("the plan made on the empty tables' statistics reads jobs by its indexes; this test's premise is gone:\n%s", plan)
+	}
+	if started, _, _ := store.FirstStatistics(db); started {
+		t.Fatalf("statistics taken at job %d, before job %d", store.FirstStatisticsJobs-1, store.FirstStatisticsJobs)
+	}
+	head(store.FirstStatisticsJobs)
+	waitFirstStatistics(t, db, true)
+	if plan, err = store.CachedRoundPlan(ctx, db); err != nil {
+		t.Fatal(err)
+	}
+	if reads := wholeReads(plan, "jobs"); len(reads) > 0 {
+		t.Errorf("after the first statistics, the round still reads the whole jobs table (%s):\n%s", reads, plan)
+	}
+	var tuples float64
+	if err := conn.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass`).Scan(&tuples); err != nil {
+		t.Fatal(err)
+	}
+	if tuples != store.FirstStatisticsJobs {
+		t.Errorf("jobs' statistics count %v rows, want %d", tuples, store.FirstStatisticsJobs)
+	}
+
+	again := openAt(t, dsn, store.Options{})
+	d := delivery("d-again", []byte(`{}`), now)
+	d.Repo, d.PR, d.HeadSHA = "o/r", 1, sha(0)
+	j := spec(sha(0), now)
+	j.Repo, j.PR = "o/r", 1
+	record(t, again, d, j)
+	waitFirstStatistics(t, again, false)
+}
+
+// waitFirstStatistics waits, a minute at most, for db's firstStatistics
+// to end, and fails t unless it ran an ANALYZE as taken says.
+func waitFirstStatistics(t *testing.T, db *store.DB, taken bool) {
+	t.Helper()
+	started, _, done := store.FirstStatistics(db)
+	if !started {
+		t.Fatalf("statistics not started at job %d or later", store.FirstStatisticsJobs)
+	}
+	select {
+	case <-done:
+	case <-time.After(store.FirstStatisticsTimeout):
+		t.Fatal("the first statistics did not end")
+	}
+	if _, got, _ := store.FirstStatistics(db); got != taken {
+		t.Errorf("ANALYZE run: %v, want %v", got, taken)
+	}
+}
+
+// recordHeads records n new heads of repository o/r from 32 goroutines,
+// the n-th (from 0, a millisecond newer than the one before) of pull
+// request prOf(n).
+func recordHeads(t *testing.T, db *store.DB, n int, prOf func(n int) int) {
+	t.Helper()
+	now := time.Now()
 	var wg sync.WaitGroup
 	errs := make(chan error, 32)
 	for w := range 32 {
 		wg.Go(func() {
-			for n := w; n < busy+others*each; n += 32 {
-				j := spec(sha(n), now.Add(time.Duration(n)*time.Millisecond))
-				j.Repo = "o/r"
-				if n >= busy {
-					j.PR = 2 + (n-busy)%others
-				} else {
-					j.PR = 1
-				}
-				d := delivery(fmt.Sprintf("d-%d", n), []byte(`{}`), now)
+			for k := w; k < n; k += 32 {
+				j := spec(sha(k), now.Add(time.Duration(k)*time.Millisecond))
+				j.Repo, j.PR = "o/r", prOf(k)
+				d := delivery(fmt.Sprintf("d-%d", k), []byte(`{}`), now)
 				d.Repo, d.PR, d.HeadSHA = j.Repo, j.PR, j.HeadSHA
 				if _, err := db.RecordDelivery(context.Background(), d, j); err != nil {
 					errs <- err
@@ -290,18 +398,56 @@ func TestPostgresQueryPlans(t *testing.T) {
 	for err := range errs {
 		t.Fatal(err)
 	}
-	plans, err := store.PostgresPlans(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
+}
+
+// noTableReads fails t for every plan that reads one of tables whole.
+func noTableReads(t *testing.T, plans map[string]string, tables ...string) {
+	t.Helper()
 	if len(plans) == 0 {
 		t.Fatal("no plans")
 	}
 	for name, plan := range plans {
-		if strings.Contains(plan, "Seq Scan on jobs") {
-			t.Errorf("%s reads the whole jobs table:\n%s", name, plan)
+		for _, table := range tables {
+			for _, scan := range wholeReads(plan, table) {
+				t.Errorf("%s reads the whole %s table (%s):\n%s", name, table, scan, plan)
+			}
 		}
 	}
+}
+
+// scanNode is an EXPLAIN line of a scan of a table: its kind, the index it
+// uses, the table.
+var scanNode = regexp.MustCompile(`^(?:-> +)?(Seq Scan|Index Scan|Index Only Scan)(?: Backward)?(?: using (\S+))? on (\S+)`)
+
+// wholeReads are the scans in plan (EXPLAIN's text) that read all of
+// table: a sequential scan, or an index scan without an Index Cond (every
+// entry of the index, filtered after).
+func wholeReads(plan, table string) []string {
+	lines := strings.Split(plan, "\n")
+	var out []string
+	for i, line := range lines {
+		m := scanNode.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil || m[3] != table {
+			continue
+		}
+		if m[1] == "Seq Scan" {
+			out = append(out, m[0])
+			continue
+		}
+		bounded := false
+		for _, detail := range lines[i+1:] { // the node's details, until the next node
+			d := strings.TrimSpace(detail)
+			if d == "" || strings.HasPrefix(d, "->") || strings.HasPrefix(d, "CTE ") ||
+				strings.HasPrefix(d, "InitPlan") || strings.HasPrefix(d, "SubPlan") {
+				break
+			}
+			bounded = bounded || strings.HasPrefix(d, "Index Cond:")
+		}
+		if !bounded {
+			out = append(out, m[0])
+		}
+	}
+	return out
 }
 
 // TestPostgresBadDeliveryFailsAlone: a delivery the database refuses
