@@ -257,10 +257,12 @@ func jobTable(list []store.JobSummary, names map[int64]string) map[string]string
 // TestPostgresQueryPlans: on a database whose one pull request has
 // thousands of jobs (and others a few), intake's and the claims'
 // statements read indexes, never the whole jobs table — under generic
-// plans (what a prepared statement settles on) and custom ones. A newer
-// head's check once planned a sequential scan on PostgreSQL: EXISTS looks
-// cheap when the planner expects an early hit, and the newest head, which
-// has none, read every job.
+// plans (what a prepared statement settles on), custom ones, and the
+// pipelined batch's own settings; an index scan without an Index Cond
+// reads the whole table too. A newer head's check once planned a
+// sequential scan on PostgreSQL: EXISTS looks cheap when the planner
+// expects an early hit, and the newest head, which has none, read every
+// job.
 func TestPostgresQueryPlans(t *testing.T) {
 	db := openAt(t, pg.NewDatabase(t), store.Options{})
 	const busy, others, each = 3000, 50, 5

@@ -12,16 +12,20 @@ import (
 //
 // A connection plans a prepared statement once — the pipelined intake's on
 // its first run (pipelineSettings), the others after their fifth — and
-// keeps the plan until the statistics of a table it reads change. On a new
-// database those plans are made on empty tables, where the cheapest plan
-// reads the whole of jobs, and autovacuum's first ANALYZE comes up to
-// autovacuum_naptime (a minute) later: until then every delivery read
-// every job, twice (measured in bench/intakeload on a fresh database: two
-// sequential scans of jobs per delivery and a third of the later runs'
-// rate). An ANALYZE past this many jobs has every connection plan again
-// (PostgreSQL re-plans a prepared statement whose tables' statistics were
-// updated), on statistics where the indexes win; below it, reading every
-// job costs little.
+// keeps the plan until the statistics of a table it reads change.
+// Statistics taken while the tables were empty or nearly so — by
+// autovacuum, which first analyzes a new table at 50 rows, or by a
+// maintenance job — make the cheapest plans ones that read the whole of
+// jobs, and autovacuum's next ANALYZE may come a minute later
+// (autovacuum_naptime), thousands of jobs later on a busy intake: until
+// then every delivery reads every job. Measured in bench/intakeload, whose
+// first run on a new database follows a VACUUM (ANALYZE) of its empty
+// tables: two sequential scans of jobs per delivery, and about a third of
+// the later runs' rate. An ANALYZE past this many jobs has every
+// connection plan again (PostgreSQL re-plans a prepared statement whose
+// tables' statistics changed), on statistics where the indexes win; below
+// it, reading every job costs little. (Statistics never taken make no
+// such plans: the planner then counts the table's pages as they are.)
 const FirstStatisticsJobs = 1000
 
 // FirstStatisticsTimeout bounds firstStatistics.
