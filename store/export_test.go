@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -170,6 +171,10 @@ func CachedRoundPlan(ctx context.Context, d *DB) (string, error) {
 		1700000000000, 'queued', '', '\\x01', '', NULL, 'opened', 1700000000000, 'stale', 1700000000000)`
 	return planText(tx.QueryContext(ctx, "EXPLAIN EXECUTE "+pgx.Identifier{name}.Sanitize()+args))
 }
+
+// SetFirstStatisticsTimeout replaces FirstStatisticsTimeout for d, before
+// its intake records job FirstStatisticsJobs.
+func SetFirstStatisticsTimeout(d *DB, t time.Duration) { d.firstStats.timeout = t }
 
 // FirstStatistics reports whether d (PostgreSQL) started its
 // firstStatistics, and whether it ran the ANALYZE; done is closed when it

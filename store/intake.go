@@ -210,8 +210,8 @@ func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
 	for _, r := range batch {
 		r.stored.release()
 	}
+	d.noteJobs(ctx, res) // before the answers: a caller then finds it started
 	d.answer(batch, res)
-	d.noteJobs(ctx, res)
 }
 
 // commitRows runs live in one transaction and, when one delivery failed

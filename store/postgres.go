@@ -87,7 +87,7 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	r := w
 	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, pgConfig: cfg,
 		reqs: make([]chan *intakeReq, opts.IntakeWriters), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}, firstStats: firstStats{done: make(chan struct{})}}
+		ready: readyCache{turn: make(chan struct{}, 1)}, firstStats: firstStats{timeout: FirstStatisticsTimeout, done: make(chan struct{})}}
 	if err := d.stmts.prepare(ctx, w, d.engine); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
 	}

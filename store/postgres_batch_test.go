@@ -355,6 +355,101 @@ func TestPostgresFirstStatistics(t *testing.T) {
 	waitFirstStatistics(t, again, false)
 }
 
+// TestPostgresFirstStatisticsGivesUp: an ANALYZE that waits for its lock
+// gives up after FirstStatisticsTimeout, while intake goes on; and a
+// replica that closes meanwhile does not wait for it.
+func TestPostgresFirstStatisticsGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		timeout time.Duration
+		close   bool
+	}{
+		{"timeout", time.Second, false},
+		{"close", time.Hour, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx := context.Background()
+			dsn := pg.NewDatabase(t)
+			db := openAt(t, dsn, store.Options{})
+			store.SetFirstStatisticsTimeout(db, tc.timeout)
+			conn, err := pgx.Connect(ctx, dsn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer conn.Close(ctx)
+			tx, err := conn.Begin(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tx.Rollback(ctx)
+			// The lock ANALYZE takes, held until the test ends.
+			if _, err := tx.Exec(ctx, `LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
+				t.Fatal(err)
+			}
+			recordHeads(t, db, store.FirstStatisticsJobs, func(n int) int { return 1 + n%50 })
+			started, _, done := store.FirstStatistics(db)
+			if !started {
+				t.Fatalf("statistics not started at job %d", store.FirstStatisticsJobs)
+			}
+			if tc.close {
+				waitLockWait(t, dsn, "jobs")
+				closed := make(chan error, 1)
+				go func() { closed <- db.Close() }()
+				select {
+				case err := <-closed:
+					if err != nil {
+						t.Fatal(err)
+					}
+				case <-time.After(30 * time.Second):
+					t.Fatal("Close waits for the ANALYZE")
+				}
+			}
+			select {
+			case <-done:
+			case <-time.After(time.Minute):
+				t.Fatal("the first statistics did not end")
+			}
+			if _, taken, _ := store.FirstStatistics(db); taken {
+				t.Error("ANALYZE ran while its lock was held")
+			}
+			if !tc.close { // intake went on, and goes on
+				d := delivery("d-after", []byte(`{}`), time.Now())
+				d.Repo, d.PR, d.HeadSHA = "o/r", 1, sha(store.FirstStatisticsJobs)
+				j := spec(d.HeadSHA, time.Now().Add(time.Hour))
+				j.Repo, j.PR = "o/r", 1
+				record(t, db, d, j)
+			}
+		})
+	}
+}
+
+// waitLockWait waits, 30 s at most, until a session of the database at
+// dsn waits for a lock on table.
+func waitLockWait(t *testing.T, dsn, table string) {
+	t.Helper()
+	conn, err := pgx.Connect(context.Background(), dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(context.Background())
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var waiting bool
+		if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_locks l
+			WHERE l.relation = CAST($1 AS regclass) AND NOT l.granted
+				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, table).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("no session waits for a lock on %s", table)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
 // waitFirstStatistics waits, a minute at most, for db's firstStatistics
 // to end, and fails t unless it ran an ANALYZE as taken says.
 func waitFirstStatistics(t *testing.T, db *store.DB, taken bool) {

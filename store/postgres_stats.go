@@ -28,7 +28,9 @@ import (
 // such plans: the planner then counts the table's pages as they are.)
 const FirstStatisticsJobs = 1000
 
-// FirstStatisticsTimeout bounds firstStatistics.
+// FirstStatisticsTimeout bounds firstStatistics: an ANALYZE that waits so
+// long for its lock (behind a long VACUUM, say) gives up, and leaves the
+// statistics to autovacuum.
 const FirstStatisticsTimeout = time.Minute
 
 const (
@@ -40,6 +42,7 @@ const (
 
 // firstStats is a replica's firstStatistics, run once.
 type firstStats struct {
+	timeout time.Duration // FirstStatisticsTimeout; tests shorten it
 	started atomic.Bool
 	taken   atomic.Bool   // it ran the ANALYZE
 	done    chan struct{} // closed when it is over
@@ -71,7 +74,7 @@ func (d *DB) noteJobs(ctx context.Context, results []intakeRes) {
 func (d *DB) firstStatistics(ctx context.Context) {
 	defer d.wg.Done()
 	defer close(d.firstStats.done)
-	ctx, cancel := context.WithTimeout(ctx, FirstStatisticsTimeout)
+	ctx, cancel := context.WithTimeout(ctx, d.firstStats.timeout)
 	defer cancel()
 	go func() { // Close does not wait for an ANALYZE
 		select {
