@@ -44,6 +44,9 @@ func RecordBatch(ctx context.Context, d *DB, dels []validation.Delivery, jobs []
 // prepared statement runs after its fifth execution, unless custom plans
 // cost less) and a custom one, after an ANALYZE: name -> plan text.
 func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
+	if err := analyze(ctx, d); err != nil {
+		return nil, err
+	}
 	plans := make(map[string]string)
 	for _, mode := range []string{"force_generic_plan", "force_custom_plan"} {
 		if err := explainAll(ctx, d, "SET LOCAL plan_cache_mode = "+mode, mode, false, plans); err != nil {
@@ -57,6 +60,9 @@ func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
 // (PostgreSQL) under the batch's own settings (pipelineSettings), after
 // an ANALYZE: name -> plan text.
 func PostgresPipelinePlans(ctx context.Context, d *DB) (map[string]string, error) {
+	if err := analyze(ctx, d); err != nil {
+		return nil, err
+	}
 	plans := make(map[string]string)
 	if err := explainAll(ctx, d, "SELECT "+pipelineSettings, "pipeline settings", true, plans); err != nil {
 		return nil, err
@@ -64,16 +70,19 @@ func PostgresPipelinePlans(ctx context.Context, d *DB) (map[string]string, error
 	return plans, nil
 }
 
-// explainAll analyzes d's tables, then explains the sample statements
-// (only the pipelined batch's with pipelined) in transactions that first
-// run set, into plans under "name (label)".
-func explainAll(ctx context.Context, d *DB, set, label string, pipelined bool, plans map[string]string) error {
+// analyze takes the planner's statistics of d's tables (PostgreSQL).
+func analyze(ctx context.Context, d *DB) error {
 	if d.engine != EnginePostgres {
 		return errors.New("explain: PostgreSQL only")
 	}
-	if _, err := d.w.ExecContext(ctx, `ANALYZE`); err != nil {
-		return err
-	}
+	_, err := d.w.ExecContext(ctx, `ANALYZE`)
+	return err
+}
+
+// explainAll explains the sample statements (only the pipelined batch's
+// with pipelined) in transactions that first run set, into plans under
+// "name (label)".
+func explainAll(ctx context.Context, d *DB, set, label string, pipelined bool, plans map[string]string) error {
 	const repo, head, base, now = "o/r", "0000000000000000000000000000000000000001", "main", int64(1_700_000_000_000)
 	one := func(v string) []string { return []string{v} }
 	two := func(v string) []string { return []string{v, v} }
