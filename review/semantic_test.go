@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -43,7 +44,7 @@ func TestRightLines(t *testing.T) {
 	// The files API example of GitHub's OpenAPI description: two hunk
 	// headers on one line and no hunk body.
 	var apiExample []struct{ Patch string }
-	data, err := os.ReadFile("/work/shared/data/github-api/pulls.list-files.response.200.default.json")
+	data, err := os.ReadFile(shared.Data(t, "github-api", "pulls.list-files.response.200.default.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
