@@ -159,7 +159,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
-	if err := tool.writeShims(dirs.Root); err != nil {
+	if err := tool.writeShims(dirs.Base); err != nil {
 		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 	}
 	if e.ca != nil {

@@ -58,8 +58,13 @@ func BenchmarkInstallEgress(b *testing.B) {
 			}
 			defer readyR.Close()
 			defer readyW.Close()
-			extra = []*os.File{readyW}
-			paths.Egress = &EgressPaths{SocketDir: sp.dir, Bridge: sp.bridge, ReadyFD: 3}
+			bridge, err := os.Open(sp.bridge)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer bridge.Close()
+			extra = []*os.File{readyW, bridge}
+			paths.Egress = &EgressPaths{SocketDir: sp.dir, BridgeFD: 4, ReadyFD: 3}
 		}
 		argv := BuildArgs(opts, step, paths)
 		if !proxied {

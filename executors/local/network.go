@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -88,23 +87,25 @@ type stepProxy struct {
 	proxy    *egress.Proxy
 	listener net.Listener
 	dir      string
-	bridge   string // host path of the bridge binary in the run directory
+	bridge   string // host path of the bridge binary, which bwrap copies in
 	served   chan error
 	allow    []string
 	closed   sync.Once
 }
 
-// startProxy makes the socket directory (owned by the sandbox uid, which
-// must be able to connect) and serves the proxy on it.
+// startProxy makes the socket directory and serves the proxy on it. The
+// directory is on the run's own file system, the worker's and mode 0711
+// (bound read-only besides): the step can reach the socket, which is its
+// uid's, and write nothing there.
 func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
-	dir := filepath.Join(s.dirs.Root, "egress")
+	dir := filepath.Join(s.dirs.Base, "egress")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("egress socket dir: %w", err)
 	}
-	if err := mkdirOwned(dir, 0o700, int(s.opts.SandboxUID), int(s.opts.SandboxGID)); err != nil {
+	if err := mkdirOwned(dir, 0o711, -1, -1); err != nil {
 		return nil, fmt.Errorf("egress socket dir: %w", err)
 	}
-	bridge, err := s.placeBridge()
+	bridge, err := s.opts.Egress.bridgeBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -245,53 +246,6 @@ func validRegistries(reg map[string]string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// placeBridge puts the bridge binary into the run directory, once per run:
-// a hard link when the binary is on the same file system and readable by
-// everyone, else a copy. The worker's own binary may sit in a directory
-// the sandbox uid cannot enter (go run's and go test's do).
-func (s *sandbox) placeBridge() (string, error) {
-	dst := filepath.Join(s.dirs.Root, "egress-bridge")
-	if _, err := os.Lstat(dst); err == nil {
-		return dst, nil
-	}
-	src, err := s.opts.Egress.bridgeBinary()
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("egress bridge binary: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("egress bridge binary %s is not a regular file", src)
-	}
-	if st.Mode().Perm()&0o005 == 0o005 && os.Link(src, dst) == nil {
-		return dst, nil
-	}
-	if err := copyExecutable(src, dst); err != nil {
-		return "", fmt.Errorf("egress bridge binary: %w", err)
-	}
-	return dst, nil
-}
-
-// copyExecutable copies src to the new file dst, mode 0555.
-func copyExecutable(src, dst string) (err error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close() // read-only: a close error loses nothing
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o555)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	if _, err := io.Copy(out, in); err != nil {
-		return err
-	}
-	return out.Chmod(0o555)
 }
 
 // bridgeBinary returns the host path of the bridge binary.
