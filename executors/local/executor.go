@@ -39,7 +39,8 @@ func in(id, first, count uint32) bool { return id >= first && uint64(id) < uint6
 var _ executors.Executor = (*Executor)(nil)
 
 // New returns an Executor with opts (zero fields take their defaults). It
-// checks the options but starts nothing: the isolation probe runs at the
+// checks the options (the disk ceiling with mkfs -n, which writes nothing)
+// but starts no sandbox: the isolation probe runs at the
 // first Run or Tier call. A nil logger discards.
 func New(log *slog.Logger, opts Options) (*Executor, error) {
 	if log == nil {
@@ -54,6 +55,9 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 			opts.SandboxUID, opts.SandboxUID+opts.UIDCount-1, opts.SandboxGID, opts.SandboxGID+opts.UIDCount-1)
 	}
 	if err := ownWorkRoot(opts.WorkRoot); err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	if err := checkDiskFits(context.Background(), opts.MkfsPath, opts.WorkRoot, opts.Disk); err != nil {
 		return nil, fmt.Errorf("local executor options: %w", err)
 	}
 	var ca []byte

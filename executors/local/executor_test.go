@@ -34,6 +34,7 @@ func TestMain(m *testing.M) {
 	// Install steps run this test binary as their egress bridge.
 	egress.MaybeRunBridge()
 	maybeRunSyscallProbe()
+	maybeRunHelperAttack()
 	switch os.Getenv(helperEnv) {
 	case "unprivileged-run":
 		os.Exit(unprivilegedRun())
