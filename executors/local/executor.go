@@ -281,7 +281,13 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 		res.Steps = append(res.Steps, sr)
 		if sr.Network == validation.NetworkHost {
-			res.Notes = append(res.Notes, fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name))
+			note := fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name)
+			if st.Network == validation.NetworkRegistry {
+				// The plan's notes speak of the registry proxy as the
+				// install step's only network: not at this tier.
+				note += ", and no proxy stood between it and the network (the plan's notes of a registry proxy as its only network do not hold at tier none)"
+			}
+			res.Notes = append(res.Notes, note)
 		}
 		switch {
 		case ctx.Err() != nil:

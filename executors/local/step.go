@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,7 +146,11 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		return res, err
 	}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if s.direct {
+		start = func() error { return startNoNewPrivs(ctx, cmd) }
+	}
+	if err := start(); err != nil {
 		outW.Close()
 		return res, fmt.Errorf("start step %s: %w", sr.step.Name, err)
 	}
@@ -456,6 +461,46 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 		ExtraFiles:  extra,
 	}
 	return cmd, hs, nil
+}
+
+// startNoNewPrivs starts cmd with no_new_privs set (tier none: bwrap sets
+// it for sandboxed steps): no setuid or file-capability binary gives the
+// step more than the sandbox uid has. The flag is set on a thread of its
+// own, locked, from which cmd is forked (a child inherits it from the
+// thread that forks it); that thread is never given back: it waits until
+// cmd has exited, then ends with its goroutine, so it is neither reused
+// tainted nor gone while cmd runs (Pdeathsig is the forking thread's
+// death). ctx's end lets it go too. (Were it the main thread, the runtime
+// wedges it instead of ending it: it runs nothing again.)
+func startNoNewPrivs(ctx context.Context, cmd *exec.Cmd) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("no_new_privs: %w", err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waitExited(ctx, cmd.Process.Pid)
+	}()
+	return <-started
+}
+
+// waitExited returns once pid has exited (a zombie or gone), or ctx ends;
+// it does not reap it (cmd.Wait does).
+func waitExited(ctx context.Context, pid int) {
+	for ctx.Err() == nil {
+		var info unix.Siginfo
+		// WNOWAIT: look, leave the child for cmd.Wait.
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
 }
 
 // directShim holds a direct-mode step until it is in its cgroup: it reads
