@@ -15,6 +15,8 @@ import (
 	"strings"
 	"sync"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -91,6 +93,9 @@ type stepProxy struct {
 	served   chan error
 	allow    []string
 	closed   sync.Once
+	// dirFD is the socket directory, through which the socket was bound
+	// (and is unlinked at close); held until stop.
+	dirFD *os.File
 }
 
 // startProxy makes the socket directory and serves the proxy on it. The
@@ -120,16 +125,25 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	sock := filepath.Join(dir, proxySocketName)
-	l, err := net.Listen("unix", sock)
+	// The socket is bound through a descriptor of its directory: the
+	// name a unix socket was bound with is what getpeername tells every
+	// client, and a client in the sandbox must learn no host path.
+	dirFD, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("egress socket dir: %w", err)
+	}
+	sock := filepath.Join(dir, proxySocketName)
+	l, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dirFD.Fd(), proxySocketName))
+	if err != nil {
+		dirFD.Close()
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
 	if err := errors.Join(os.Chown(sock, int(s.opts.SandboxUID), int(s.opts.SandboxGID)), os.Chmod(sock, 0o600)); err != nil {
 		l.Close()
+		dirFD.Close()
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
-	sp := &stepProxy{proxy: p, listener: l, dir: dir, bridge: bridge, served: make(chan error, 1)}
+	sp := &stepProxy{proxy: p, listener: l, dir: dir, dirFD: dirFD, bridge: bridge, served: make(chan error, 1)}
 	for _, r := range rules {
 		sp.allow = append(sp.allow, r.String())
 	}
@@ -158,7 +172,7 @@ func (sp *stepProxy) stop() (*validation.Egress, error) {
 		if rep.AllowedOmitted > 0 {
 			rec.Observed = false
 		}
-		err = errors.Join(cerr, serr, os.RemoveAll(sp.dir))
+		err = errors.Join(cerr, serr, sp.dirFD.Close(), os.RemoveAll(sp.dir))
 		if err != nil {
 			err = fmt.Errorf("egress proxy: %w", err)
 		}
