@@ -471,7 +471,7 @@ func passDescriptor() error {
 
 // probeCheckout is a checkout holding a copy of the test binary, run as
 // the syscall probe.
-func probeCheckout(t *testing.T) string {
+func probeCheckout(t testing.TB) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
