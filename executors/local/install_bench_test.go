@@ -93,13 +93,5 @@ func BenchmarkInstallEgress(b *testing.B) {
 		}
 		return d
 	}
-	var host, proxied []time.Duration
-	for b.Loop() {
-		host = append(host, run(false))
-		proxied = append(proxied, run(true))
-	}
-	mh, mp := median(host), median(proxied)
-	b.ReportMetric(float64(mh.Microseconds())/1000, "host-ms/op")
-	b.ReportMetric(float64(mp.Microseconds())/1000, "proxy-ms/op")
-	b.ReportMetric(float64(mp)/float64(mh), "ratio")
+	alternate(b, "host", "proxy", run)
 }
