@@ -148,12 +148,21 @@ func checkDiskFits(ctx context.Context, mkfsPath, dir string, l DiskLimit) error
 	}
 	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
 	defer cancel()
-	f, err := os.CreateTemp(dir, runPrefix+"fit-*.img")
+	// A run directory of its own: Sweep removes it should this process
+	// die before it does.
+	tmp, err := os.MkdirTemp(dir, runPrefix+"fit-")
 	if err != nil {
 		return fmt.Errorf("disk ceiling check: %w", err)
 	}
-	image := f.Name()
-	defer os.Remove(image) // a sparse file of no blocks: nothing to lose
+	defer os.RemoveAll(tmp) // a sparse file of no blocks: nothing to lose
+	if err := workdir.MarkOwned(tmp); err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
+	image := filepath.Join(tmp, "fit.img")
+	f, err := os.OpenFile(image, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
 	terr := f.Truncate(l.Bytes)
 	if err := errors.Join(terr, f.Close()); err != nil {
 		return fmt.Errorf("disk ceiling check: %w", err)
