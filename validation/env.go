@@ -13,6 +13,9 @@ import (
 // variable with such a name is redacted from every output and withheld
 // from every sandbox; a step variable with such a name is refused.
 func LooksSecret(name string) bool {
+	if npmAuthKey(name) {
+		return true
+	}
 	n := strings.ToUpper(name)
 	for _, s := range []string{"_TOKEN", "_KEY", "_SECRET", "_PAT", "_CREDENTIALS", "_DSN", "_AUTH"} {
 		if strings.HasSuffix(n, s) {
@@ -29,6 +32,26 @@ func LooksSecret(name string) bool {
 		return true
 	}
 	return strings.HasPrefix(n, "AWS_") || strings.HasPrefix(n, "AUTH_")
+}
+
+// npmAuthKeys are npm's credential settings: a variable that sets one
+// (npm_config__authToken, NPM_CONFIG_//registry.npmjs.org/:_authToken,
+// npm_config_//host/:_auth, :_password), in any case, is a secret.
+func npmAuthKeys() []string { return []string{"_authtoken", "_auth", "_password"} }
+
+// npmAuthKey reports whether name sets an npm credential: its last part,
+// after the registry's ":" or npm_config_'s "_" prefix, is one of
+// npmAuthKeys.
+func npmAuthKey(name string) bool {
+	n := strings.ToLower(name)
+	if i := strings.LastIndexByte(n, ':'); i >= 0 {
+		n = n[i+1:]
+	} else if rest, ok := strings.CutPrefix(n, "npm_config_"); ok {
+		n = rest
+	} else {
+		return false
+	}
+	return slices.Contains(npmAuthKeys(), n)
 }
 
 // reservedEnv are the names executors set themselves: the sandbox's home,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"net/url"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 )
@@ -25,6 +27,30 @@ const (
 	EncodingURL            = "url"             // url.QueryEscape or url.PathEscape
 	EncodingHex            = "hex"             // lower or upper case
 )
+
+// MaxPathValueBytes bounds a value PathToFile looks at (PATH_MAX).
+const MaxPathValueBytes = 4096
+
+// PathToFile reports whether a variable's value is the absolute path of
+// an existing regular file: it says where something is (a CA bundle,
+// AWS_CA_BUNDLE=/etc/ssl/certs/ca-certificates.crt; a key file), not what
+// it is, so it is no secret whatever the variable's name, and redacting it
+// would cut the path out of every message that names the file. The value
+// must be spelled as a clean absolute path (no "..", no doubled or
+// trailing slash, no space or control byte) and name a regular file; a
+// secret that happens to start with "/" names none.
+func PathToFile(v string) bool {
+	if len(v) < 2 || len(v) > MaxPathValueBytes || v[0] != '/' || filepath.Clean(v) != v {
+		return false
+	}
+	for _, r := range v {
+		if r <= ' ' || r == 0x7f {
+			return false
+		}
+	}
+	st, err := os.Stat(v)
+	return err == nil && st.Mode().IsRegular()
+}
 
 // SecretHit is one occurrence of a known secret in scanned bytes. It names
 // the secret and where it was found, never the value.

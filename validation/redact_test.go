@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -320,6 +322,54 @@ func TestSecretMatcherAgreesWithNaiveScan(t *testing.T) {
 		}
 		if diff := cmp.Diff(naiveScan(in.Bytes(), m), ScanSecrets(in.Bytes(), secrets)); diff != "" {
 			t.Fatalf("case %d: ScanSecrets differs from the naive scan (-naive +got):\n%s", i, diff)
+		}
+	}
+}
+
+// A variable's value that is the path of an existing file is no secret;
+// anything else that starts with "/" may be.
+func TestPathToFile(t *testing.T) {
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "ca-certificates.crt")
+	if err := os.WriteFile(bundle, []byte("-----BEGIN CERTIFICATE-----\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for v, want := range map[string]bool{
+		bundle:       true,
+		dir:          false, // a directory
+		bundle + "x": false, // no such file
+		dir + "/../" + filepath.Base(dir) + "/ca-certificates.crt": false, // not clean
+		dir + "//ca-certificates.crt":                              false,
+		"/3kQ+aZ9b/c8dEfGh==":                                      false, // base64 that starts with a slash
+		"relative/ca.crt":                                          false,
+		"/":                                                        false,
+		bundle + " ":                                               false,
+		"/" + strings.Repeat("a", MaxPathValueBytes): false,
+	} {
+		if got := PathToFile(v); got != want {
+			t.Errorf("PathToFile(%q) = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// Every variable that sets an npm credential is a secret, in any case and
+// for any registry; other npm settings are not.
+func TestLooksSecretNpmAuth(t *testing.T) {
+	for name, want := range map[string]bool{
+		"NPM_CONFIG_//registry.npmjs.org/:_authToken": true,
+		"npm_config_//registry.npmjs.org/:_authtoken": true,
+		"npm_config_//npm.example.com/private/:_auth": true,
+		"npm_config_//npm.example.com/:_password":     true,
+		"npm_config__authToken":                       true,
+		"NPM_CONFIG__AUTH":                            true,
+		"npm_config__password":                        true,
+		"npm_config_//registry.npmjs.org/:username":   false,
+		"npm_config_//registry.npmjs.org/:email":      false,
+		"npm_config_registry":                         false,
+		"npm_config_cache":                            false,
+	} {
+		if got := LooksSecret(name); got != want {
+			t.Errorf("LooksSecret(%q) = %v, want %v", name, got, want)
 		}
 	}
 }

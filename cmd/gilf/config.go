@@ -243,7 +243,8 @@ func urlPassword(v string) (string, bool) {
 
 // WorkerSecrets lists the worker's secrets in the environment (NAME=value
 // entries, as os.Environ gives them): variables whose names look secret
-// and whose values are not empty, and every variable whose value is a URL
+// and whose values are neither empty nor the path of a file
+// (validation.PathToFile), and every variable whose value is a URL
 // with credentials (the whole value, and its password alone), sorted by
 // name.
 func WorkerSecrets(environ []string) []validation.Secret {
@@ -255,6 +256,9 @@ func WorkerSecrets(environ []string) []validation.Secret {
 		}
 		pw, inURL := urlPassword(value)
 		switch {
+		case validation.PathToFile(value):
+			// A path (a CA bundle's) says where, not what: no secret.
+			continue
 		case secretName(name) || name == DatabaseURLEnv:
 			// The database URL is withheld whole: a password may sit in
 			// its query (?password=), and its hosts are the worker's.

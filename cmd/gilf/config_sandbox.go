@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/toolchain"
 	"github.com/gilf-review/gilf/validation"
@@ -177,4 +178,29 @@ func buildToolchain(c SandboxConfig, reg WorkerRegistries, log *slog.Logger) (lo
 	}
 	log.Info("package managers are prepared from the registry", "dir", c.ToolchainDir, "registry", url)
 	return tc, nil
+}
+
+// checkUIDRange refuses, at start, a GILF_LOCAL_UID_RANGE smaller than
+// the number of local runs that can be under way at once: every run takes
+// a uid of its own, and a worker that found the pool empty would retry
+// its job until a run ended, forever when the range holds none. Each of
+// GILF_WORKERS holds at most one local run, and one more when the shadow
+// lane is local too.
+func checkUIDRange(v ValidationConfig, sc ServeConfig) error {
+	if !v.AllowLocal {
+		return nil
+	}
+	count := v.LocalUIDCount
+	if count == 0 {
+		count = local.DefaultUIDCount
+	}
+	need := sc.Workers
+	if name, ok := executors.Canonical(sc.Shadow.Executor); ok && name == local.Name {
+		need *= 2
+	}
+	if uint64(count) < uint64(need) {
+		return fmt.Errorf("GILF_LOCAL_UID_RANGE holds %d uids, fewer than the %d local runs GILF_WORKERS=%d can have under way at once (each takes its own uid): widen the range to at least %d uids or lower GILF_WORKERS",
+			count, need, sc.Workers, need)
+	}
+	return nil
 }

@@ -61,6 +61,9 @@ func checkServeSetup(cfg Config, sc ServeConfig, getenv func(string) string, env
 	if err := checkShadowExecutor(cfg.Validation, sc); err != nil {
 		errs = append(errs, err)
 	}
+	if err := checkUIDRange(cfg.Validation, sc); err != nil {
+		errs = append(errs, err)
+	}
 	return append(errs, unknownEnv(environ)...)
 }
 

@@ -1,7 +1,7 @@
 #!/bin/sh
 # gilf self-host command (SPEC §4.3), as an example an operator can start from.
 #
-# Usage: run.sh <archivePath> <shellPath> <timeoutMs>
+# Usage: run.sh [--seccomp FILE] <archivePath> <shellPath> <timeoutMs>
 #
 # gilf runs it with GILF_SELF_HOST_COMMAND split on whitespace, followed by
 # those three arguments, and reads the marker lines it prints. This example
@@ -11,13 +11,20 @@
 # is started as root), in its own user namespace with no capabilities and
 # no further user namespaces, with a cleared environment, only the system
 # directories and the checkout, and no network unless GILF_SELF_HOST_NETWORK
-# is "full". Without bwrap it refuses to run (exit 3). It removes its
+# is "full", under gilf's own seccomp filter: FILE, as written by
+# "gilf seccomp-filter -o FILE", or else what the gilf on PATH writes.
+# Without bwrap or a filter it refuses to run (exit 3). It removes its
 # temporary directory in every outcome. README.md says what it does not
 # protect.
 set -eu
 
+filter=
+if [ "$#" -eq 5 ] && [ "$1" = --seccomp ]; then
+	filter=$2
+	shift 2
+fi
 if [ "$#" -ne 3 ]; then
-	echo "usage: $0 <archivePath> <shellPath> <timeoutMs>" >&2
+	echo "usage: $0 [--seccomp FILE] <archivePath> <shellPath> <timeoutMs>" >&2
 	exit 2
 fi
 archive=$1
@@ -56,6 +63,22 @@ trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
+# gilf's seccomp filter (no new namespaces or mounts, no ptrace, no
+# socket family but unix, inet and inet6, ...): the step runs under it or
+# not at all.
+if [ -z "$filter" ]; then
+	if ! command -v gilf >/dev/null 2>&1; then
+		echo "run.sh: no seccomp filter: pass --seccomp FILE (gilf seccomp-filter -o FILE) or put gilf on PATH" >&2
+		exit 3
+	fi
+	filter=$work/seccomp.bpf
+	gilf seccomp-filter -o "$filter"
+fi
+if [ ! -s "$filter" ]; then
+	echo "run.sh: seccomp filter $filter is missing or empty" >&2
+	exit 3
+fi
+
 mkdir "$work/home" "$work/tmp"
 tar -xzf "$archive" -C "$work" --no-same-owner --no-same-permissions
 cp "$shell" "$work/validate.sh"
@@ -84,9 +107,9 @@ set -- "$@" --proc /proc --dev /dev --tmpfs /run \
 	--ro-bind "$work/validate.sh" /run/validate.sh \
 	--setenv PATH /usr/local/bin:/usr/bin:/bin --setenv HOME /home/sandbox --setenv TMPDIR /tmp \
 	--setenv LANG C.UTF-8 --setenv CI true \
-	--remount-ro / --chdir /workspace sh /run/validate.sh
+	--remount-ro / --seccomp 3 --chdir /workspace sh /run/validate.sh
 
 status=0
 # shellcheck disable=SC2086 # $drop is a word list on purpose
-timeout -k 10 "$secs" $drop "$@" || status=$?
+timeout -k 10 "$secs" $drop "$@" 3<"$filter" || status=$?
 exit "$status"

@@ -55,20 +55,31 @@ type Paths struct {
 	// first, so every variable the executor sets wins over them.
 	RepoEnv map[string]string
 	// GuardFD, when positive, is the child's descriptor from which the
-	// sandbox's first process (guardShim) reads the worker's go-ahead
+	// sandbox's first process (startShim) reads the worker's go-ahead
 	// before it runs anything; at EOF it exits instead (cgroup v1).
 	GuardFD int
+	// TokenFD and StartFD, when both positive, make startShim the
+	// sandbox's first process: it reads the step's token from TokenFD
+	// and writes it, with its own pid, to StartFD before it runs the
+	// step (the proof that the step started inside, see proof.go).
+	TokenFD int
+	StartFD int
+	// Shm is the host directory bound at /dev/shm; empty binds none.
+	// /dev itself is read-only: nothing a step writes lands outside the
+	// run's own file system.
+	Shm string
 }
 
 // EgressPaths are the host-side facts of an install step's proxy.
 type EgressPaths struct {
 	// SocketDir is the host directory holding the proxy's unix socket,
-	// bound at SandboxSocketDir.
+	// bound read-only at SandboxSocketDir: the step connects to the
+	// socket and writes nothing there.
 	SocketDir string
-	// Bridge is the host path of the bridge binary, bound read-only at
-	// SandboxBridgePath; it is in the run directory, where the sandbox
-	// uid can reach it wherever the worker's own binary lives.
-	Bridge string
+	// BridgeFD is the child's descriptor from which bwrap copies the
+	// bridge binary into the sandbox's own root, at SandboxBridgePath
+	// (read-only, mode 0555): no host path of it is mounted.
+	BridgeFD int
 	// ReadyFD is the child's descriptor on which the bridge says it
 	// listens, before it starts the step.
 	ReadyFD int
@@ -88,6 +99,14 @@ func stepNetwork(step validation.Step) validation.Network {
 // in a sandbox laid out by paths. It is pure: opts must already carry its
 // defaults (New applies them) and it reads nothing from the host.
 func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
+	options, cmd := bwrapArgs(opts, step, paths)
+	return append(append(append([]string{opts.BwrapPath}, options...), "--"), cmd...)
+}
+
+// bwrapArgs returns what BuildArgs joins: bwrap's options (handed to bwrap
+// on a descriptor, --args, so that no host path of them shows in the
+// sandbox's /proc/1/cmdline) and the command after "--".
+func bwrapArgs(opts Options, step validation.Step, paths Paths) (options, command []string) {
 	// --unshare-all gives the sandbox its own network namespace with only
 	// a loopback; there is no --share-net, for any step. Its own user
 	// namespace is made no matter what (--unshare-user) so that no further
@@ -95,7 +114,7 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	// namespace nothing inside gets the capabilities a new mount or
 	// network namespace needs. bwrap checks it (--assert-userns-disabled)
 	// and fails the step, never runs it, where it cannot.
-	a := []string{opts.BwrapPath, "--unshare-all", "--unshare-user", "--disable-userns", "--assert-userns-disabled"}
+	a := []string{"--unshare-all", "--unshare-user", "--disable-userns", "--assert-userns-disabled"}
 	a = append(a,
 		"--die-with-parent",
 		"--new-session",
@@ -126,6 +145,9 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 		}
 	}
 	a = append(a, "--proc", "/proc", "--dev", "/dev")
+	if paths.Shm != "" {
+		a = append(a, "--bind", paths.Shm, "/dev/shm")
+	}
 	a = append(a,
 		"--bind", paths.Workspace, SandboxWorkspace,
 		"--bind", paths.Home, SandboxHome,
@@ -150,29 +172,32 @@ func BuildArgs(opts Options, step validation.Step, paths Paths) []string {
 	}
 	if e := paths.Egress; e != nil {
 		a = append(a,
-			"--ro-bind", e.Bridge, SandboxBridgePath,
-			"--bind", e.SocketDir, SandboxSocketDir,
+			"--perms", "0555", "--ro-bind-data", strconv.Itoa(e.BridgeFD), SandboxBridgePath,
+			"--ro-bind", e.SocketDir, SandboxSocketDir,
 		)
 	}
 	a = append(a, "--remount-ro", "/")
-	if paths.InfoFD > 0 && paths.BlockFD > 0 {
-		a = append(a,
-			"--info-fd", strconv.Itoa(paths.InfoFD),
-			"--block-fd", strconv.Itoa(paths.BlockFD),
-		)
+	if paths.Shm != "" {
+		a = append(a, "--remount-ro", "/dev")
+	}
+	if paths.InfoFD > 0 {
+		a = append(a, "--info-fd", strconv.Itoa(paths.InfoFD))
+	}
+	if paths.BlockFD > 0 {
+		a = append(a, "--block-fd", strconv.Itoa(paths.BlockFD))
 	}
 	// Last of the sandbox's options. bwrap loads the filter after its
 	// own setup, just before it runs the step.
 	if paths.SeccompFD > 0 {
 		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
 	}
-	a = append(a, "--chdir", SandboxWorkspace, "--")
-	cmd := step.Argv
+	a = append(a, "--chdir", SandboxWorkspace)
+	cmd := slices.Clone(step.Argv)
 	if e := paths.Egress; e != nil {
 		cmd = egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, cmd)
 	}
-	if paths.GuardFD > 0 {
-		cmd = guardArgv(paths.GuardFD, cmd)
+	if paths.GuardFD > 0 || (paths.TokenFD > 0 && paths.StartFD > 0) {
+		cmd = startArgv(paths.GuardFD, paths.TokenFD, paths.StartFD, cmd)
 	}
-	return append(a, cmd...)
+	return a, cmd
 }

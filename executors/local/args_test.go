@@ -40,9 +40,14 @@ func TestBuildArgsGolden(t *testing.T) {
 		Home:      "/var/lib/gilf-run/gilf-local-1/home",
 		Tmp:       "/var/lib/gilf-run/gilf-local-1/tmp",
 		Etc:       "/var/lib/gilf-run/gilf-local-1/etc",
+		Shm:       "/var/lib/gilf-run/gilf-local-1/shm",
 		// Every sandboxed step has the filter, on the descriptor after
-		// the others (command numbers them in this order).
+		// the others (command numbers them in this order), and the
+		// proof's pipes (its token and start descriptors).
 		SeccompFD: 3,
+		InfoFD:    10,
+		TokenFD:   11,
+		StartFD:   12,
 	}
 	install := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry, Timeout: time.Minute}
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"npm", "run", "test"}, Network: validation.NetworkNone}
@@ -57,7 +62,7 @@ func TestBuildArgsGolden(t *testing.T) {
 			name: "install-network",
 			step: install,
 			paths: func(p Paths) Paths {
-				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", Bridge: "/var/lib/gilf-run/gilf-local-1/egress-bridge", ReadyFD: 3}
+				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", BridgeFD: 4, ReadyFD: 3}
 				p.SeccompFD = 4
 				return p
 			},
@@ -95,7 +100,7 @@ func TestBuildArgsGolden(t *testing.T) {
 			step: install,
 			paths: func(p Paths) Paths {
 				p.InfoFD, p.BlockFD = 3, 4
-				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", Bridge: "/var/lib/gilf-run/gilf-local-1/egress-bridge", ReadyFD: 5}
+				p.Egress = &EgressPaths{SocketDir: "/var/lib/gilf-run/gilf-local-1/egress", BridgeFD: 6, ReadyFD: 5}
 				p.SeccompFD = 6
 				return p
 			},
@@ -206,15 +211,15 @@ func TestBuildArgsGuardFirst(t *testing.T) {
 	opts := Options{}.withDefaults()
 	step := validation.Step{Name: validation.StepInstall, Argv: []string{"npm", "ci"}, Network: validation.NetworkRegistry}
 	a := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t", GuardFD: 7,
-		Egress: &EgressPaths{SocketDir: "/s", Bridge: "/b", ReadyFD: 6}})
+		Egress: &EgressPaths{SocketDir: "/s", BridgeFD: 8, ReadyFD: 6}})
 	i := slices.Index(a, "--")
-	if i < 0 || !slices.Equal(a[i+1:i+6], guardArgv(7, nil)) {
+	if i < 0 || !slices.Equal(a[i+1:i+8], guardArgv(7, nil)) {
 		t.Fatalf("after --: %q, want the guard reading descriptor 7 first", a[i+1:])
 	}
-	if rest := a[i+6:]; rest[0] != SandboxBridgePath || !slices.Equal(rest[len(rest)-2:], step.Argv) {
+	if rest := a[i+8:]; rest[0] != SandboxBridgePath || !slices.Equal(rest[len(rest)-2:], step.Argv) {
 		t.Errorf("after the guard: %q, want the bridge, then the step", rest)
 	}
-	if b := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"}); slices.Contains(b, guardShim) {
+	if b := BuildArgs(opts, step, Paths{Workspace: "/w", Home: "/h", Tmp: "/t"}); slices.Contains(b, startShim) {
 		t.Errorf("no GuardFD, but the guard is in the argv")
 	}
 }

@@ -4,12 +4,15 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -501,13 +504,80 @@ func containsInt(s []int, v int) bool {
 }
 
 // cgroupPrefix starts the name of every cgroup this package makes; the
-// worker's pid follows, so that cgroups of a worker that died can be told
-// from those of a live one.
+// worker's tag follows (workerTag), so that cgroups of a worker that died
+// can be told from those of a live one.
 const cgroupPrefix = "gilf-local-"
 
 // cgroupName names a cgroup of this worker.
 func cgroupName(suffix string) string {
-	return cgroupPrefix + strconv.Itoa(os.Getpid()) + "-" + suffix
+	return cgroupPrefix + workerTag(os.Getpid()) + "-" + suffix
+}
+
+// workerTag stands for the worker with pid in its cgroups' names: "w" and
+// a hash of the boot, the pid and the process's start time. A step reads
+// its cgroup's name (/proc/self/cgroup under cgroup v1), and learns no pid
+// of the worker's from it; a sweep finds the tags of the live processes
+// and so the cgroups of dead workers. Where /proc does not say (it always
+// does on Linux), the tag is the bare pid, which the sweep also reads.
+func workerTag(pid int) string {
+	start, ok := processStart(pid)
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if !ok || err != nil {
+		return strconv.Itoa(pid)
+	}
+	h := sha256.Sum256([]byte(strings.TrimSpace(string(boot)) + "/" + strconv.Itoa(pid) + "/" + start))
+	return "w" + hex.EncodeToString(h[:8])
+}
+
+// processStart is the start time of pid (field 22 of /proc/pid/stat).
+func processStart(pid int) (string, bool) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return "", false
+	}
+	// The command name is in parentheses and may hold anything.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	f := strings.Fields(string(b[i+1:]))
+	// f[0] is field 3 (state): the start time is field 22.
+	if len(f) < 20 {
+		return "", false
+	}
+	return f[19], true
+}
+
+// liveTags are the workerTags of every live process.
+func liveTags() map[string]bool {
+	live := map[string]bool{}
+	entries, err := os.ReadDir("/proc")
+	if err != nil {
+		return live
+	}
+	for _, en := range entries {
+		if pid, err := strconv.Atoi(en.Name()); err == nil {
+			live[workerTag(pid)] = true
+		}
+	}
+	return live
+}
+
+// staleTag reports whether tag (a cgroup name's) is that of a worker that
+// is gone: a bare pid that no longer exists, or a hash no live process
+// has. Anything else is not ours to judge.
+func staleTag(tag string, live func() map[string]bool) bool {
+	if pid, err := strconv.Atoi(tag); err == nil {
+		if pid <= 0 || pid == os.Getpid() {
+			return false
+		}
+		_, err := os.Stat("/proc/" + tag)
+		return err != nil // its worker lives (or its pid was reused)
+	}
+	if len(tag) != 17 || tag[0] != 'w' {
+		return false
+	}
+	return !live()[tag]
 }
 
 // sweep kills and removes the cgroups left by workers that died (their
@@ -523,6 +593,8 @@ func (h cgroupHost) sweep(ctx context.Context) (int, error) {
 		parents[""] = h.v2
 	}
 	stale := map[string]*stepCgroup{}
+	// The live tags are read once, when the first hash is met.
+	live := sync.OnceValue(liveTags)
 	for c, parent := range parents {
 		entries, err := os.ReadDir(parent)
 		if err != nil {
@@ -533,13 +605,9 @@ func (h cgroupHost) sweep(ctx context.Context) (int, error) {
 			if !ok || !en.IsDir() {
 				continue
 			}
-			pidText, _, _ := strings.Cut(rest, "-")
-			pid, err := strconv.Atoi(pidText)
-			if err != nil || pid <= 0 || pid == os.Getpid() {
+			tag, _, _ := strings.Cut(rest, "-")
+			if !staleTag(tag, live) {
 				continue
-			}
-			if _, err := os.Stat("/proc/" + pidText); err == nil {
-				continue // its worker lives (or its pid was reused): not ours to judge
 			}
 			cg := stale[en.Name()]
 			if cg == nil {

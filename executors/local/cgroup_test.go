@@ -3,9 +3,12 @@ package local
 import (
 	"context"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -324,6 +327,21 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 	}
 }
 
+// A cgroup's name carries no pid of the worker's: the worker's tag is a
+// hash, the same for the same process, another for another.
+func TestCgroupNameHasNoPid(t *testing.T) {
+	name := cgroupName("run-x")
+	if strings.Contains(name, strconv.Itoa(os.Getpid())) || !strings.HasPrefix(name, cgroupPrefix+"w") {
+		t.Errorf("cgroup name %q names the worker's pid %d", name, os.Getpid())
+	}
+	if workerTag(os.Getpid()) != workerTag(os.Getpid()) || workerTag(os.Getpid()) == workerTag(1) {
+		t.Error("workerTag is not one per process")
+	}
+	if !staleTag("w0000000000000000", liveTags) || staleTag(workerTag(os.Getpid()), liveTags) || staleTag("other", liveTags) {
+		t.Error("staleTag misjudges")
+	}
+}
+
 // The cgroups of a worker that died are swept at the probe, with what
 // still runs in them; those of a live worker are left alone.
 func TestSweepStaleCgroups(t *testing.T) {
@@ -345,8 +363,18 @@ func TestSweepStaleCgroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// Names carry a hash, not a pid: one no live process has is stale,
+	// a live process's (init's) is not.
+	staleHash, err := h.create(cgroupPrefix+"w0000000000000000-run-stale", lim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	liveHash, err := h.create(cgroupPrefix+workerTag(1)+"-run-live", lim, true)
+	if err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
-		for _, cg := range []*stepCgroup{stale, live} {
+		for _, cg := range []*stepCgroup{stale, live, staleHash, liveHash} {
 			if err := cg.kill(context.Background(), true); err != nil {
 				t.Error(err)
 			}
@@ -375,12 +403,12 @@ func TestSweepStaleCgroups(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Error("the daemon in the stale cgroup was not killed")
 	}
-	for _, d := range stale.dirs {
+	for _, d := range append(slices.Collect(maps.Values(stale.dirs)), slices.Collect(maps.Values(staleHash.dirs))...) {
 		if _, err := os.Stat(d); !os.IsNotExist(err) {
 			t.Errorf("stale cgroup %s still there: %v", d, err)
 		}
 	}
-	for _, d := range live.dirs {
+	for _, d := range append(slices.Collect(maps.Values(live.dirs)), slices.Collect(maps.Values(liveHash.dirs))...) {
 		if _, err := os.Stat(d); err != nil {
 			t.Errorf("a live worker's cgroup %s was removed: %v", d, err)
 		}

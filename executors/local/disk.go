@@ -27,8 +27,11 @@ import (
 const (
 	// DefaultDiskBytes is the size of a run's file system.
 	DefaultDiskBytes int64 = 8 << 30
-	// DefaultDiskInodes is how many files and directories it can hold.
-	DefaultDiskInodes int64 = 1_000_000
+	// DiskBytesPerInode derives the inode count from the size when the
+	// count is not set: one inode per 8 KiB (1,048,576 for the default
+	// size, 32,768 for 256 MiB, 2,048 for 16 MiB), well within what ext4
+	// can make at every size, never below MinDiskInodes.
+	DiskBytesPerInode int64 = 8 << 10
 	// MinDiskBytes and MinDiskInodes are the smallest ceilings: ext4
 	// needs room for its own metadata.
 	MinDiskBytes  int64 = 16 << 20
@@ -46,6 +49,12 @@ const (
 
 // DefaultMkfsPath is where Debian's e2fsprogs installs mkfs.ext4.
 const DefaultMkfsPath = "/usr/sbin/mkfs.ext4"
+
+// DerivedInodes is the inode count of a file system of size bytes whose
+// count is not set.
+func DerivedInodes(bytes int64) int64 {
+	return min(max(bytes/DiskBytesPerInode, MinDiskInodes), MaxDiskInodes)
+}
 
 // DiskLimit is the disk ceiling of one run. Bytes < 0 turns it off.
 type DiskLimit struct {
@@ -83,13 +92,8 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 	if err := errors.Join(terr, f.Close()); err != nil {
 		return nil, fmt.Errorf("disk image: %w", err)
 	}
-	// No journal (the file system dies with the run), no reserved
-	// blocks, lazy init (the image stays sparse), no discard at mkfs.
-	mkfs := exec.CommandContext(ctx, tools.mkfs, "-q", "-F", "-t", "ext4", "-O", "^has_journal", "-m", "0",
-		"-N", strconv.FormatInt(l.Inodes, 10), "-E", "lazy_itable_init=1,nodiscard", d.image)
-	mkfs.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if out, err := mkfs.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mkfs.ext4: %w: %s", err, firstLine(string(out)))
+	if err := runMkfs(ctx, tools.mkfs, d.image, l.Inodes, false); err != nil {
+		return nil, err
 	}
 	if err := os.Mkdir(d.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("disk mount point: %w", err)
@@ -107,6 +111,77 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 		return d, fmt.Errorf("disk root: %w", errors.Join(err, d.unmount()))
 	}
 	return d, nil
+}
+
+// runMkfs formats image (an existing file of the disk's size) with inodes
+// inodes; dryRun (mkfs -n) only checks that it could, writing nothing.
+// No journal (the file system dies with the run), no reserved blocks,
+// lazy init (the image stays sparse), no discard at mkfs; block and inode
+// sizes are fixed, so that what fits does not depend on the host's
+// mke2fs.conf.
+func runMkfs(ctx context.Context, mkfsPath, image string, inodes int64, dryRun bool) error {
+	args := []string{"-q", "-F", "-t", "ext4", "-b", "4096", "-I", "256", "-O", "^has_journal", "-m", "0",
+		"-N", strconv.FormatInt(inodes, 10), "-E", "lazy_itable_init=1,nodiscard", image}
+	if dryRun {
+		args = append([]string{"-n"}, args...)
+	}
+	mkfs := exec.CommandContext(ctx, mkfsPath, args...)
+	mkfs.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := mkfs.CombinedOutput(); err != nil {
+		return fmt.Errorf("mkfs.ext4: %w: %s", err, firstLine(string(out)))
+	}
+	return nil
+}
+
+// checkDiskFits refuses a ceiling whose inode count ext4 cannot make at
+// its size, saying the largest count that fits: at start, not at every
+// run's mkfs. It asks mkfs -n on a sparse file of the size under dir
+// (nothing is written but the file's length). A host whose mkfs cannot
+// make even MinDiskInodes is not refused here: the isolation probe finds
+// the ceiling unusable and says so in the tier's notes.
+func checkDiskFits(ctx context.Context, mkfsPath, dir string, l DiskLimit) error {
+	if l.off() {
+		return nil
+	}
+	if _, err := os.Stat(mkfsPath); err != nil {
+		return nil // the probe says why there is no ceiling
+	}
+	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
+	defer cancel()
+	// A run directory of its own: Sweep removes it should this process
+	// die before it does.
+	tmp, err := os.MkdirTemp(dir, runPrefix+"fit-")
+	if err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
+	defer os.RemoveAll(tmp) // a sparse file of no blocks: nothing to lose
+	if err := workdir.MarkOwned(tmp); err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
+	image := filepath.Join(tmp, "fit.img")
+	f, err := os.OpenFile(image, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
+	terr := f.Truncate(l.Bytes)
+	if err := errors.Join(terr, f.Close()); err != nil {
+		return fmt.Errorf("disk ceiling check: %w", err)
+	}
+	fits := func(n int64) bool { return runMkfs(ctx, mkfsPath, image, n, true) == nil }
+	if fits(l.Inodes) || !fits(MinDiskInodes) {
+		return nil
+	}
+	lo, hi := MinDiskInodes, l.Inodes // fits(lo), !fits(hi)
+	for hi-lo > 1 && ctx.Err() == nil {
+		m := lo + (hi-lo)/2
+		if fits(m) {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	return fmt.Errorf("Disk: %d inodes cannot be made on a file system of %d bytes; the largest count that fits is %d (or leave the count unset: it is then derived from the size, %d)",
+		l.Inodes, l.Bytes, lo, DerivedInodes(l.Bytes))
 }
 
 // unmount detaches the file system (the loop device goes with it: mount

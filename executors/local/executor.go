@@ -39,7 +39,8 @@ func in(id, first, count uint32) bool { return id >= first && uint64(id) < uint6
 var _ executors.Executor = (*Executor)(nil)
 
 // New returns an Executor with opts (zero fields take their defaults). It
-// checks the options but starts nothing: the isolation probe runs at the
+// checks the options (the disk ceiling with mkfs -n, which writes nothing)
+// but starts no sandbox: the isolation probe runs at the
 // first Run or Tier call. A nil logger discards.
 func New(log *slog.Logger, opts Options) (*Executor, error) {
 	if log == nil {
@@ -54,6 +55,9 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 			opts.SandboxUID, opts.SandboxUID+opts.UIDCount-1, opts.SandboxGID, opts.SandboxGID+opts.UIDCount-1)
 	}
 	if err := ownWorkRoot(opts.WorkRoot); err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	if err := checkDiskFits(context.Background(), opts.MkfsPath, opts.WorkRoot, opts.Disk); err != nil {
 		return nil, fmt.Errorf("local executor options: %w", err)
 	}
 	var ca []byte
@@ -159,7 +163,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
-	if err := tool.writeShims(dirs.Root); err != nil {
+	if err := tool.writeShims(dirs.Base); err != nil {
 		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 	}
 	if e.ca != nil {
@@ -277,7 +281,13 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		}
 		res.Steps = append(res.Steps, sr)
 		if sr.Network == validation.NetworkHost {
-			res.Notes = append(res.Notes, fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name))
+			note := fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name)
+			if st.Network == validation.NetworkRegistry {
+				// The plan's notes speak of the registry proxy as the
+				// install step's only network: not at this tier.
+				note += ", and no proxy stood between it and the network (the plan's notes of a registry proxy as its only network do not hold at tier none)"
+			}
+			res.Notes = append(res.Notes, note)
 		}
 		switch {
 		case ctx.Err() != nil:

@@ -34,6 +34,8 @@ func TestMain(m *testing.M) {
 	// Install steps run this test binary as their egress bridge.
 	egress.MaybeRunBridge()
 	maybeRunSyscallProbe()
+	maybeRunHelperAttack()
+	maybeRunBypass()
 	switch os.Getenv(helperEnv) {
 	case "unprivileged-run":
 		os.Exit(unprivilegedRun())

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"maps"
 	"net"
@@ -15,6 +14,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
@@ -88,23 +89,28 @@ type stepProxy struct {
 	proxy    *egress.Proxy
 	listener net.Listener
 	dir      string
-	bridge   string // host path of the bridge binary in the run directory
+	bridge   string // host path of the bridge binary, which bwrap copies in
 	served   chan error
 	allow    []string
 	closed   sync.Once
+	// dirFD is the socket directory, through which the socket was bound
+	// (and is unlinked at close); held until stop.
+	dirFD *os.File
 }
 
-// startProxy makes the socket directory (owned by the sandbox uid, which
-// must be able to connect) and serves the proxy on it.
+// startProxy makes the socket directory and serves the proxy on it. The
+// directory is on the run's own file system, the worker's and mode 0711
+// (bound read-only besides): the step can reach the socket, which is its
+// uid's, and write nothing there.
 func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
-	dir := filepath.Join(s.dirs.Root, "egress")
+	dir := filepath.Join(s.dirs.Base, "egress")
 	if err := os.RemoveAll(dir); err != nil {
 		return nil, fmt.Errorf("egress socket dir: %w", err)
 	}
-	if err := mkdirOwned(dir, 0o700, int(s.opts.SandboxUID), int(s.opts.SandboxGID)); err != nil {
+	if err := mkdirOwned(dir, 0o711, -1, -1); err != nil {
 		return nil, fmt.Errorf("egress socket dir: %w", err)
 	}
-	bridge, err := s.placeBridge()
+	bridge, err := s.opts.Egress.bridgeBinary()
 	if err != nil {
 		return nil, err
 	}
@@ -119,16 +125,25 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
 	}
-	sock := filepath.Join(dir, proxySocketName)
-	l, err := net.Listen("unix", sock)
+	// The socket is bound through a descriptor of its directory: the
+	// name a unix socket was bound with is what getpeername tells every
+	// client, and a client in the sandbox must learn no host path.
+	dirFD, err := os.OpenFile(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
+		return nil, fmt.Errorf("egress socket dir: %w", err)
+	}
+	sock := filepath.Join(dir, proxySocketName)
+	l, err := net.Listen("unix", fmt.Sprintf("/proc/self/fd/%d/%s", dirFD.Fd(), proxySocketName))
+	if err != nil {
+		dirFD.Close()
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
 	if err := errors.Join(os.Chown(sock, int(s.opts.SandboxUID), int(s.opts.SandboxGID)), os.Chmod(sock, 0o600)); err != nil {
 		l.Close()
+		dirFD.Close()
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
-	sp := &stepProxy{proxy: p, listener: l, dir: dir, bridge: bridge, served: make(chan error, 1)}
+	sp := &stepProxy{proxy: p, listener: l, dir: dir, dirFD: dirFD, bridge: bridge, served: make(chan error, 1)}
 	for _, r := range rules {
 		sp.allow = append(sp.allow, r.String())
 	}
@@ -157,7 +172,7 @@ func (sp *stepProxy) stop() (*validation.Egress, error) {
 		if rep.AllowedOmitted > 0 {
 			rec.Observed = false
 		}
-		err = errors.Join(cerr, serr, os.RemoveAll(sp.dir))
+		err = errors.Join(cerr, serr, sp.dirFD.Close(), os.RemoveAll(sp.dir))
 		if err != nil {
 			err = fmt.Errorf("egress proxy: %w", err)
 		}
@@ -245,53 +260,6 @@ func validRegistries(reg map[string]string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// placeBridge puts the bridge binary into the run directory, once per run:
-// a hard link when the binary is on the same file system and readable by
-// everyone, else a copy. The worker's own binary may sit in a directory
-// the sandbox uid cannot enter (go run's and go test's do).
-func (s *sandbox) placeBridge() (string, error) {
-	dst := filepath.Join(s.dirs.Root, "egress-bridge")
-	if _, err := os.Lstat(dst); err == nil {
-		return dst, nil
-	}
-	src, err := s.opts.Egress.bridgeBinary()
-	if err != nil {
-		return "", err
-	}
-	st, err := os.Stat(src)
-	if err != nil {
-		return "", fmt.Errorf("egress bridge binary: %w", err)
-	}
-	if !st.Mode().IsRegular() {
-		return "", fmt.Errorf("egress bridge binary %s is not a regular file", src)
-	}
-	if st.Mode().Perm()&0o005 == 0o005 && os.Link(src, dst) == nil {
-		return dst, nil
-	}
-	if err := copyExecutable(src, dst); err != nil {
-		return "", fmt.Errorf("egress bridge binary: %w", err)
-	}
-	return dst, nil
-}
-
-// copyExecutable copies src to the new file dst, mode 0555.
-func copyExecutable(src, dst string) (err error) {
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close() // read-only: a close error loses nothing
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o555)
-	if err != nil {
-		return err
-	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	if _, err := io.Copy(out, in); err != nil {
-		return err
-	}
-	return out.Chmod(0o555)
 }
 
 // bridgeBinary returns the host path of the bridge binary.

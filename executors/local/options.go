@@ -229,7 +229,8 @@ type Options struct {
 	StepTimeout time.Duration
 	// Disk is the disk ceiling of a run (workspace, HOME and TMPDIR on a
 	// file system of their own); zero fields mean DefaultDiskBytes and
-	// DefaultDiskInodes, Bytes < 0 turns it off.
+	// an inode count derived from the size (DerivedInodes), Bytes < 0
+	// turns it off.
 	Disk DiskLimit
 	// MkfsPath is mkfs.ext4; empty means DefaultMkfsPath.
 	MkfsPath string
@@ -347,7 +348,7 @@ func (o Options) withDefaults() Options {
 		o.Disk.Bytes = DefaultDiskBytes
 	}
 	if o.Disk.Inodes == 0 {
-		o.Disk.Inodes = DefaultDiskInodes
+		o.Disk.Inodes = DerivedInodes(o.Disk.Bytes)
 	}
 	if o.MkfsPath == "" {
 		o.MkfsPath = DefaultMkfsPath

@@ -29,7 +29,7 @@ func TestOptionsDefaults(t *testing.T) {
 		CgroupRoot:     "/sys/fs/cgroup",
 		KillGrace:      2 * time.Second,
 		StepTimeout:    15 * time.Minute,
-		Disk:           DiskLimit{Bytes: 8 << 30, Inodes: 1_000_000},
+		Disk:           DiskLimit{Bytes: 8 << 30, Inodes: 1 << 20},
 		MkfsPath:       "/usr/sbin/mkfs.ext4",
 		// npm's own registry, and nothing else.
 		Egress: EgressOptions{AllowHosts: []egress.Rule{{Host: "registry.npmjs.org", Port: 443}}},

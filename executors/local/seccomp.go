@@ -3,7 +3,6 @@ package local
 import (
 	"encoding/binary"
 	"fmt"
-	"io"
 	"os"
 	"runtime"
 	"strings"
@@ -19,7 +18,10 @@ import (
 // unprivileged process, or open only by a sysctl the host may have left at
 // its default: new namespaces and mounts, tracing other processes, the
 // kernel keyrings, BPF, perf, userfaultfd, io_uring, kexec and modules,
-// and netlink, packet and raw sockets. A denied call fails with EPERM, so
+// taking another process's descriptors or advising on its memory, raw
+// sockets, and every socket family but AF_UNIX, AF_INET and AF_INET6
+// (netlink, packet, vsock — which a network namespace does not cover, and
+// which on a virtual machine reaches the VM's host — and the rest). A denied call fails with EPERM, so
 // the step sees an error it can print, and its own exit decides its
 // status; nothing is killed for asking. Everything else is allowed.
 //
@@ -61,7 +63,7 @@ func seccompFamilies() []seccompFamily {
 		{"namespaces", []string{"unshare", "setns"}},
 		{"mounts", []string{"mount", "umount2", "pivot_root", "chroot",
 			"move_mount", "open_tree", "open_tree_attr", "fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr"}},
-		{"ptrace", []string{"ptrace", "process_vm_readv", "process_vm_writev"}},
+		{"ptrace", []string{"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise"}},
 		{"keyrings", []string{"keyctl", "add_key", "request_key"}},
 		{"bpf", []string{"bpf"}},
 		{"perf", []string{"perf_event_open"}},
@@ -97,9 +99,10 @@ func seccompPolicy() seccomp.Policy {
 		{Name: "clone", Conditions: seccomp.ArgumentConditions{
 			{Argument: 0, Operation: seccomp.BitsSet, Value: seccompNamespaceFlags},
 		}},
-		{Name: "socket", Conditions: lowWordEquals(0, 0xffffffff, unix.AF_NETLINK)},
-		{Name: "socket", Conditions: lowWordEquals(0, 0xffffffff, unix.AF_PACKET)},
+		{Name: "socket", Conditions: otherFamily(0)},
+		{Name: "socketpair", Conditions: otherFamily(0)},
 		{Name: "socket", Conditions: lowWordEquals(1, seccompSockTypeMask, unix.SOCK_RAW)},
+		{Name: "socketpair", Conditions: lowWordEquals(1, seccompSockTypeMask, unix.SOCK_RAW)},
 	}
 	return seccomp.Policy{
 		DefaultAction: seccomp.ActionAllow,
@@ -109,6 +112,24 @@ func seccompPolicy() seccomp.Policy {
 			{Names: []string{"clone3"}, Action: seccomp.ActionErrno | seccomp.Action(unix.ENOSYS)},
 		},
 	}
+}
+
+// seccompFamiliesAllowed are the socket families a step may open: every
+// other one is denied.
+func seccompFamiliesAllowed() []uint64 {
+	return []uint64{unix.AF_UNIX, unix.AF_INET, unix.AF_INET6}
+}
+
+// otherFamily is the condition "argument arg is none of
+// seccompFamiliesAllowed". It compares all 64 bits: a family with its high
+// word set is not equal to any allowed one and is denied, which is the
+// safe side (the kernel would drop the high word).
+func otherFamily(arg uint32) seccomp.ArgumentConditions {
+	var c seccomp.ArgumentConditions
+	for _, f := range seccompFamiliesAllowed() {
+		c = append(c, seccomp.Condition{Argument: arg, Operation: seccomp.NotEqual, Value: f})
+	}
+	return c
 }
 
 // lowWordEquals is the condition arg&mask == want on the low 32 bits of
@@ -176,20 +197,7 @@ func seccompFile() (*os.File, error) {
 	if err != nil {
 		return nil, err
 	}
-	fd, err := unix.MemfdCreate("gilf-seccomp", unix.MFD_CLOEXEC)
-	if err != nil {
-		return nil, fmt.Errorf("seccomp filter file: %w", err)
-	}
-	f := os.NewFile(uintptr(fd), "gilf-seccomp")
-	if _, err := f.Write(prog); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("seccomp filter file: %w", err)
-	}
-	if _, err := f.Seek(0, io.SeekStart); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("seccomp filter file: %w", err)
-	}
-	return f, nil
+	return memFile("gilf-seccomp", prog)
 }
 
 // seccompNote describes the filter for the tier's notes.
@@ -199,6 +207,6 @@ func seccompNote() string {
 	for i, f := range fams {
 		names[i] = f.name
 	}
-	return fmt.Sprintf("seccomp filter in force: %d syscalls denied (%s), also clone with namespace flags and netlink, packet and raw sockets (EPERM); clone3 gets ENOSYS",
+	return fmt.Sprintf("seccomp filter in force: %d syscalls denied (%s), also clone with namespace flags, raw sockets and sockets of any family but unix, inet and inet6 (vsock, netlink, packet, ...) (EPERM); clone3 gets ENOSYS",
 		len(seccompDenied()), strings.Join(names, ", "))
 }

@@ -133,8 +133,21 @@ func TestSeccompFilterProgram(t *testing.T) {
 		tc{"socket inet6 dgram", call("socket", unix.AF_INET6, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), retAllow},
 		tc{"socket unix stream", call("socket", unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
 		tc{"socket unix seqpacket", call("socket", unix.AF_UNIX, unix.SOCK_SEQPACKET), retAllow},
-		// Equality, not a subset of the bits: 48 holds AF_NETLINK's bit.
-		tc{"socket domain 48", call("socket", 48, unix.SOCK_DGRAM), retAllow},
+		// Every family but unix, inet and inet6 is denied.
+		tc{"socket vsock stream", call("socket", unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+		tc{"socket vsock dgram", call("socket", unix.AF_VSOCK, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC), retEPERM},
+		tc{"socket domain 48", call("socket", 48, unix.SOCK_DGRAM), retEPERM},
+		tc{"socket bluetooth", call("socket", unix.AF_BLUETOOTH, unix.SOCK_STREAM), retEPERM},
+		tc{"socket alg", call("socket", unix.AF_ALG, unix.SOCK_SEQPACKET), retEPERM},
+		tc{"socket tipc", call("socket", unix.AF_TIPC, unix.SOCK_STREAM), retEPERM},
+		tc{"socket unspec", call("socket", unix.AF_UNSPEC, unix.SOCK_STREAM), retEPERM},
+		tc{"socket max family", call("socket", unix.AF_MAX-1, unix.SOCK_STREAM), retEPERM},
+		// The high word set on an allowed family: denied (the safe side).
+		tc{"socket inet high word", call("socket", 1<<32|unix.AF_INET, unix.SOCK_STREAM), retEPERM},
+		tc{"socketpair unix stream", call("socketpair", unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC), retAllow},
+		tc{"socketpair vsock", call("socketpair", unix.AF_VSOCK, unix.SOCK_STREAM), retEPERM},
+		tc{"socketpair netlink", call("socketpair", unix.AF_NETLINK, unix.SOCK_DGRAM), retEPERM},
+		tc{"socketpair unix raw", call("socketpair", unix.AF_UNIX, unix.SOCK_RAW), retEPERM},
 		tc{"socket type 0x13", call("socket", unix.AF_INET, 0x13), retEPERM},
 		tc{"foreign ABI", seccompData(1, uint32(foreign.ID)), retKill},
 	)
@@ -164,7 +177,7 @@ func TestSeccompFilterCalls(t *testing.T) {
 	for _, want := range []string{
 		"unshare", "setns", "mount", "umount2", "pivot_root", "chroot", "move_mount", "open_tree",
 		"fsopen", "fsconfig", "fsmount", "fspick", "mount_setattr",
-		"ptrace", "process_vm_readv", "process_vm_writev",
+		"ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "process_madvise",
 		"keyctl", "add_key", "request_key", "bpf", "perf_event_open", "userfaultfd",
 		"io_uring_setup", "io_uring_enter", "io_uring_register",
 		"kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module",
@@ -174,7 +187,7 @@ func TestSeccompFilterCalls(t *testing.T) {
 		}
 	}
 	for _, a := range []*arch.Info{arch.X86_64, arch.AARCH64} {
-		for _, name := range append(denied, "clone", "clone3", "socket") {
+		for _, name := range append(denied, "clone", "clone3", "socket", "socketpair") {
 			if _, ok := a.SyscallNames[name]; !ok {
 				t.Errorf("%s has no syscall %s", a.Name, name)
 			}
@@ -335,6 +348,22 @@ func syscallProbes() []syscallProbe {
 		{name: "socket:inet6-raw-nonblock", want: "EPERM", call: func() error {
 			return closeFD(unix.Socket(unix.AF_INET6, unix.SOCK_RAW|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_ICMPV6))
 		}},
+		// A network namespace does not cover vsock: on a virtual machine
+		// it reaches the VM's host. The filter denies it and every family
+		// but unix, inet and inet6 (no traffic: socket alone).
+		{name: "socket:vsock-stream", want: "EPERM", differs: true, call: func() error { return closeFD(unix.Socket(unix.AF_VSOCK, unix.SOCK_STREAM, 0)) }},
+		{name: "socket:vsock-dgram", want: "EPERM", differs: true, call: func() error { return closeFD(unix.Socket(unix.AF_VSOCK, unix.SOCK_DGRAM, 0)) }},
+		{name: "socket:alg", want: "EPERM", differs: true, call: func() error { return closeFD(unix.Socket(unix.AF_ALG, unix.SOCK_SEQPACKET, 0)) }},
+		{name: "socketpair:vsock", want: "EPERM", call: func() error {
+			_, err := unix.Socketpair(unix.AF_VSOCK, unix.SOCK_STREAM, 0)
+			return err
+		}},
+		{name: "pidfd_getfd", want: "EPERM", differs: true, call: func() error {
+			return rawFD(unix.Syscall(unix.SYS_PIDFD_GETFD, ^uintptr(0), 0, 0))
+		}},
+		{name: "process_madvise", want: "EPERM", differs: true, call: func() error {
+			return rawErr(unix.Syscall6(unix.SYS_PROCESS_MADVISE, ^uintptr(0), 0, 0, 0, 0, 0))
+		}},
 		// AF_UNIX takes SOCK_RAW as SOCK_DGRAM: only the filter refuses it.
 		{name: "socket:unix-raw", want: "EPERM", differs: true, call: func() error { return closeFD(unix.Socket(unix.AF_UNIX, unix.SOCK_RAW, 0)) }},
 
@@ -442,7 +471,7 @@ func passDescriptor() error {
 
 // probeCheckout is a checkout holding a copy of the test binary, run as
 // the syscall probe.
-func probeCheckout(t *testing.T) string {
+func probeCheckout(t testing.TB) string {
 	t.Helper()
 	self, err := os.Executable()
 	if err != nil {

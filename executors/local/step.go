@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -145,7 +146,11 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		return res, err
 	}
 	started := time.Now()
-	if err := cmd.Start(); err != nil {
+	start := cmd.Start
+	if s.direct {
+		start = func() error { return startNoNewPrivs(ctx, cmd) }
+	}
+	if err := start(); err != nil {
 		outW.Close()
 		return res, fmt.Errorf("start step %s: %w", sr.step.Name, err)
 	}
@@ -166,6 +171,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 		stream <- readStream(outR, sr.maxOutput, s.opts.MaxStreamBytes, s.secrets, func() { cancel(errOutputCeiling) })
 	}()
 	ready := handshake.watchReady()
+	handshake.watchProof()
 
 	var innerPid int
 	if handshake.active() {
@@ -175,8 +181,7 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 			killGroup(pgid, cg, unix.SIGKILL)
 			werr := cmd.Wait()
 			out := collect(outR, stream)
-			return res, fmt.Errorf("set up step %s: %w (exit: %v; output: %q)",
-				sr.step.Name, err, werr, firstLine(out.Head))
+			return res, &SetupError{Step: sr.step.Name, Cause: fmt.Errorf("%w (exit: %v; output: %q)", err, werr, firstLine(out.Head))}
 		}
 	}
 
@@ -256,8 +261,15 @@ func (s *sandbox) runStep(ctx context.Context, sr stepRun) (res validation.StepR
 	if ready != nil && !bridgeReady(ready) && o.stopped == nil {
 		// The bridge never listened, so the step never ran: gilf's own
 		// failure, never the pull request's.
-		err = errors.Join(err, fmt.Errorf("step %s: the egress bridge did not start (exit: %v; output: %q)",
-			sr.step.Name, waitErr, firstLine(out.Head)))
+		err = errors.Join(err, &SetupError{Step: sr.step.Name, Cause: fmt.Errorf("the egress bridge did not start (exit: %v; output: %q)",
+			waitErr, firstLine(out.Head))})
+	}
+	if handshake.proof != nil && !errors.Is(o.stopped, errRunCancelled) {
+		// Whatever the exit status: a step that did not prove it ran
+		// in its sandbox did not run there.
+		if perr := handshake.proof.check(); perr != nil {
+			err = errors.Join(err, &SetupError{Step: sr.step.Name, Cause: fmt.Errorf("%w (exit: %v; output: %q)", perr, waitErr, firstLine(out.Head))})
+		}
 	}
 	if out.drainCut {
 		res.Reason = joinReason(res.Reason, fmt.Sprintf("output was still open %s after the step ended and was cut", OutputDrainTimeout))
@@ -357,6 +369,7 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			Home:      s.dirs.Home,
 			Tmp:       s.dirs.Tmp,
 			Etc:       s.dirs.Etc,
+			Shm:       s.dirs.Shm,
 			DenyDirs:  s.denyDirs,
 			DenyFiles: s.denyFiles,
 			Tool:      s.tool,
@@ -380,12 +393,32 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 			}
 			paths.GuardFD = add(hs.guardR)
 		}
+		if hs.infoR == nil {
+			// bwrap reports the sandbox it made: part of the proof.
+			if err := hs.openInfo(); err != nil {
+				hs.closeAll()
+				return nil, nil, err
+			}
+			paths.InfoFD = add(hs.infoW)
+		}
+		hs.proof = &proof{}
+		if err := hs.proof.open(); err != nil {
+			hs.closeAll()
+			return nil, nil, err
+		}
+		paths.TokenFD, paths.StartFD = add(hs.proof.tokenR), add(hs.proof.startW)
 		if proxy != nil {
 			if err := hs.openEgress(s.opts.Egress); err != nil {
 				hs.closeAll()
 				return nil, nil, err
 			}
-			paths.Egress = &EgressPaths{SocketDir: proxy.dir, Bridge: proxy.bridge, ReadyFD: add(hs.readyW)}
+			bridge, err := os.Open(proxy.bridge)
+			if err != nil {
+				hs.closeAll()
+				return nil, nil, fmt.Errorf("egress bridge binary: %w", err)
+			}
+			hs.bridge = bridge
+			paths.Egress = &EgressPaths{SocketDir: proxy.dir, BridgeFD: add(bridge), ReadyFD: add(hs.readyW)}
 		}
 		// Every sandboxed step runs under the seccomp filter, or not
 		// at all.
@@ -396,7 +429,14 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 		}
 		hs.seccomp = f
 		paths.SeccompFD = add(f)
-		argv = BuildArgs(s.opts, sr.step, paths)
+		options, command := bwrapArgs(s.opts, sr.step, paths)
+		af, err := argsFile(options)
+		if err != nil {
+			hs.closeAll()
+			return nil, nil, err
+		}
+		hs.args = af
+		argv = append([]string{s.opts.BwrapPath, "--args", strconv.Itoa(add(af)), "--"}, command...)
 		env = []string{} // bwrap sets the step's environment itself
 	}
 	if cg != nil && cg.version == cgroupV2 {
@@ -423,6 +463,46 @@ func (s *sandbox) command(sr stepRun, cg *stepCgroup, out *os.File, proxy *stepP
 	return cmd, hs, nil
 }
 
+// startNoNewPrivs starts cmd with no_new_privs set (tier none: bwrap sets
+// it for sandboxed steps): no setuid or file-capability binary gives the
+// step more than the sandbox uid has. The flag is set on a thread of its
+// own, locked, from which cmd is forked (a child inherits it from the
+// thread that forks it); that thread is never given back: it waits until
+// cmd has exited, then ends with its goroutine, so it is neither reused
+// tainted nor gone while cmd runs (Pdeathsig is the forking thread's
+// death). ctx's end lets it go too. (Were it the main thread, the runtime
+// wedges it instead of ending it: it runs nothing again.)
+func startNoNewPrivs(ctx context.Context, cmd *exec.Cmd) error {
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread() // never unlocked: the thread ends with this goroutine
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			started <- fmt.Errorf("no_new_privs: %w", err)
+			return
+		}
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		started <- nil
+		waitExited(ctx, cmd.Process.Pid)
+	}()
+	return <-started
+}
+
+// waitExited returns once pid has exited (a zombie or gone), or ctx ends;
+// it does not reap it (cmd.Wait does).
+func waitExited(ctx context.Context, pid int) {
+	for ctx.Err() == nil {
+		var info unix.Siginfo
+		// WNOWAIT: look, leave the child for cmd.Wait.
+		err := unix.Waitid(unix.P_PID, pid, &info, unix.WEXITED|unix.WNOWAIT, nil)
+		if !errors.Is(err, unix.EINTR) {
+			return
+		}
+	}
+}
+
 // directShim holds a direct-mode step until it is in its cgroup: it reads
 // one line from descriptor 3, closes it and execs its arguments.
 const directShim = `read -r _ <&3 || exit 126; exec 3<&-; exec "$@"`
@@ -441,18 +521,14 @@ type handshake struct {
 	// seccomp holds the filter bwrap reads (--seccomp); child only.
 	seccomp *os.File
 	// guardR/guardW are the pipe on which the worker lets a cgroup v1
-	// step run once it is placed (guardShim).
+	// step run once it is placed (startShim).
 	guardR, guardW *os.File
-}
-
-// guardShim runs its arguments only after reading a line from the
-// descriptor its first argument names; at EOF (the worker is gone) it
-// exits 125 without running anything.
-const guardShim = `fd=$1; shift; eval "read -r _ <&$fd" || exit 125; eval "exec $fd<&-"; exec "$@"`
-
-// guardArgv wraps argv in guardShim reading descriptor fd.
-func guardArgv(fd int, argv []string) []string {
-	return append([]string{"/bin/sh", "-c", guardShim, "gilf-guard", strconv.Itoa(fd)}, argv...)
+	// args holds bwrap's options (--args); bridge is the bridge binary
+	// bwrap copies into the sandbox. Child only.
+	args, bridge *os.File
+	// proof is the step's proof that it ran in its sandbox (bwrap
+	// only).
+	proof *proof
 }
 
 // openGuard opens the guard pipe.
@@ -481,32 +557,28 @@ func (h *handshake) watchReady() <-chan []byte {
 	if h.readyR == nil {
 		return nil
 	}
-	r := h.readyR
-	ch := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(io.LimitReader(r, 64)) // an error leaves what was read: not ready
-		ch <- b
-	}()
-	return ch
+	return watchPipe(h.readyR, 64)
 }
 
-// bridgeReady reports whether the bridge said it listens. By now every
-// process of the step is dead, so the pipe is at its end; the bound only
-// guards a descriptor that escaped every kill.
-func bridgeReady(ch <-chan []byte) bool {
-	select {
-	case b := <-ch:
-		return string(b) == "ready\n"
-	case <-time.After(OutputDrainTimeout):
-		return false
+// bridgeReady reports whether the bridge said it listens.
+func bridgeReady(ch <-chan []byte) bool { return string(drained(ch)) == "ready\n" }
+
+// watchProof starts reading the step's proof (bwrap only).
+func (h *handshake) watchProof() {
+	if h.proof == nil {
+		return
+	}
+	h.proof.started = watchPipe(h.proof.startR, proofMaxBytes)
+	if h.infoR != nil && h.blockW == nil {
+		h.proof.info = watchPipe(h.infoR, proofMaxBytes)
 	}
 }
 
 func (h *handshake) open(info bool) error {
 	var err error
 	if info {
-		if h.infoR, h.infoW, err = os.Pipe(); err != nil {
-			return fmt.Errorf("info pipe: %w", err)
+		if err := h.openInfo(); err != nil {
+			return err
 		}
 	}
 	if h.blockR, h.blockW, err = os.Pipe(); err != nil {
@@ -516,11 +588,24 @@ func (h *handshake) open(info bool) error {
 	return nil
 }
 
+// openInfo opens the pipe of bwrap's --info-fd.
+func (h *handshake) openInfo() error {
+	var err error
+	if h.infoR, h.infoW, err = os.Pipe(); err != nil {
+		return fmt.Errorf("info pipe: %w", err)
+	}
+	return nil
+}
+
 func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
-	for _, f := range []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp, &h.guardR} {
+	child := []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp, &h.guardR, &h.args, &h.bridge}
+	if h.proof != nil {
+		child = append(child, &h.proof.tokenR, &h.proof.startW)
+	}
+	for _, f := range child {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -530,7 +615,11 @@ func (h *handshake) closeChildEnds() {
 
 func (h *handshake) closeAll() {
 	h.closeChildEnds()
-	for _, f := range []**os.File{&h.infoR, &h.blockW, &h.readyR, &h.guardW} {
+	parent := []**os.File{&h.infoR, &h.blockW, &h.readyR, &h.guardW}
+	if h.proof != nil {
+		parent = append(parent, &h.proof.tokenW, &h.proof.startR)
+	}
+	for _, f := range parent {
 		if *f != nil {
 			(*f).Close()
 			*f = nil
@@ -555,6 +644,9 @@ func (h *handshake) place(cg *stepCgroup, pid int) (int, error) {
 		}
 		if info.ChildPid <= 0 {
 			return 0, errors.New("bwrap info has no child pid")
+		}
+		if h.proof != nil {
+			h.proof.childPid = info.ChildPid
 		}
 		// Only the sandbox's init: everything that runs untrusted
 		// code descends from it. bwrap itself stays outside, in the

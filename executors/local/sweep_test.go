@@ -111,11 +111,12 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 	// earlier step may still be exiting, or this step's bwrap still
 	// setting up.)
 	waitUntil(t, "the step runs", func() bool { return running(t, uid, "sleep", "600") })
+	tag := workerTag(cmd.Process.Pid) // read while the worker lives
 	if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
 	cmd.Wait() // killed: the error is the point
-	if left := cgroupsOf(t, &Executor{opts: Options{CgroupRoot: DefaultCgroupRoot}}, cmd.Process.Pid); len(left) == 0 {
+	if left := cgroupsOf(t, &Executor{opts: Options{CgroupRoot: DefaultCgroupRoot}}, tag); len(left) == 0 {
 		t.Logf("no cgroup of the killed worker to sweep (cgroups unavailable here?)")
 	}
 	entries, err := os.ReadDir(root)
@@ -144,7 +145,7 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 	if m := mountedUnder(t, root); len(m) != 0 {
 		t.Errorf("mounts left after the sweep: %v", m)
 	}
-	if left := cgroupsOf(t, e, cmd.Process.Pid); len(left) != 0 {
+	if left := cgroupsOf(t, e, tag); len(left) != 0 {
 		t.Errorf("cgroups of the killed worker left: %v", left)
 	}
 	entries, err = os.ReadDir(root)
@@ -167,9 +168,9 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// cgroupsOf lists the cgroup directories of worker pid under this
-// process's own cgroups.
-func cgroupsOf(t *testing.T, e *Executor, pid int) []string {
+// cgroupsOf lists the cgroup directories of the worker with tag
+// (workerTag) under this process's own cgroups.
+func cgroupsOf(t *testing.T, e *Executor, tag string) []string {
 	t.Helper()
 	self, err := os.ReadFile("/proc/self/cgroup")
 	if err != nil {
@@ -184,7 +185,7 @@ func cgroupsOf(t *testing.T, e *Executor, pid int) []string {
 		}
 		entries, _ := os.ReadDir(p) // a missing hierarchy has none
 		for _, en := range entries {
-			if strings.HasPrefix(en.Name(), cgroupPrefix+strconv.Itoa(pid)+"-") {
+			if strings.HasPrefix(en.Name(), cgroupPrefix+tag+"-") {
 				out = append(out, filepath.Join(p, en.Name()))
 			}
 		}

@@ -18,10 +18,17 @@ import (
 // runDirs are the host directories of one run, all owned by the sandbox
 // uid and removed when the run ends.
 type runDirs struct {
-	Root      string
+	Root string
+	// Base is where everything the sandbox sees of the run lives: the
+	// run's own file system when it has one (so that no bind names a
+	// host directory, and nothing a step can write is outside it), else
+	// Root.
+	Base      string
 	Workspace string
 	Home      string
 	Tmp       string
+	// Shm is bound at /dev/shm (/dev itself is read-only).
+	Shm string
 	// Etc holds the generated /etc files (GeneratedEtc), root-owned and
 	// world-readable.
 	Etc string
@@ -46,10 +53,7 @@ func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tool
 	if err != nil {
 		return d, nil, fmt.Errorf("create run dir: %w", err)
 	}
-	d = runDirs{
-		Root: root,
-		Etc:  filepath.Join(root, "etc"),
-	}
+	d = runDirs{Root: root}
 	// Root stays root-owned but traversable; the sandbox uid owns only
 	// what is bound into the sandbox.
 	if err := os.Chmod(root, 0o711); err != nil {
@@ -67,10 +71,13 @@ func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tool
 		}
 		base = d.disk.dir
 	}
+	d.Base = base
+	d.Etc = filepath.Join(base, "etc")
 	d.Workspace = filepath.Join(base, "workspace")
 	d.Home = filepath.Join(base, "home")
 	d.Tmp = filepath.Join(base, "tmp")
-	for _, p := range []string{d.Home, d.Tmp} {
+	d.Shm = filepath.Join(base, "shm")
+	for _, p := range []string{d.Home, d.Tmp, d.Shm} {
 		if err := mkdirOwned(p, 0o700, uid, gid); err != nil {
 			return d, nil, err
 		}

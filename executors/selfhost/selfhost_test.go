@@ -18,6 +18,7 @@ import (
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/executortest"
+	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -528,7 +529,16 @@ func TestExampleCommand(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	e, root := newExec(t, example, func(o *Options) { o.Env = append(o.Env, "TMPDIR="+tmp) })
+	// gilf's seccomp filter, as gilf seccomp-filter writes it.
+	prog, err := local.SeccompFilter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	filter := filepath.Join(t.TempDir(), "seccomp.bpf")
+	if err := os.WriteFile(filter, prog, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	e, root := newExec(t, example+" --seccomp "+filter, func(o *Options) { o.Env = append(o.Env, "TMPDIR="+tmp) })
 	req := request(t,
 		step(validation.StepInstall, "test -f package.json"),
 		step(validation.StepTest, `test "$CI" = true && test "$(cat /proc/net/dev | wc -l)" -le 3 && echo no-network`),
@@ -542,12 +552,19 @@ mount -o remount,rw / 2>/dev/null && exit 13
 unshare -U true 2>/dev/null && exit 14
 [ ! -e /root ] || exit 15
 echo unprivileged`),
+		// Under gilf's filter: the kernel reports one, and a netlink
+		// socket (which an unprivileged process may open in its own
+		// network namespace) is refused.
+		step(validation.StepTypecheck, `f=0; while read -r k v; do [ "$k" = Seccomp: ] && [ "$v" = 2 ] && f=1; done < /proc/self/status
+[ "$f" = 1 ] || exit 17
+ip -o link 2>&1 | grep -q "Operation not permitted" || exit 16
+echo netlink-denied`),
 	)
 	res, err := run(t, e, req)
 	if err != nil {
 		t.Fatalf("Run: %v", err)
 	}
-	want := []validation.Status{validation.StatusPassed, validation.StatusPassed, validation.StatusPassed, validation.StatusPassed}
+	want := []validation.Status{validation.StatusPassed, validation.StatusPassed, validation.StatusPassed, validation.StatusPassed, validation.StatusPassed}
 	if diff := cmp.Diff(want, statuses(res)); diff != "" {
 		t.Errorf("statuses (-want +got):\n%s\n%+v", diff, res.Steps)
 	}

@@ -14,6 +14,8 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gilf-review/gilf/executors/internal/descriptors"
 )
 
@@ -86,7 +88,16 @@ func MaybeRunBridge() {
 // writes to the ready descriptor, so the host can tell its failure from
 // the step's. Only a command that is found but cannot be executed fails
 // after the ready line.
+//
+// It makes itself undumpable first (PR_SET_DUMPABLE 0), before anything
+// of the step runs: the step shares its uid, and a dumpable bridge would
+// let it write the bridge's memory through /proc/N/mem or take its
+// descriptors with pidfd_getfd. The step it starts is dumpable again (exec
+// resets it).
 func BridgeMain(args []string) int {
+	if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+		return bridgeFail(fmt.Errorf("undumpable: %w", err))
+	}
 	// Caught, not ignored: an ignored signal would stay ignored in the
 	// step after exec; a caught one is reset to its default there.
 	sigs := make(chan os.Signal, 1)
