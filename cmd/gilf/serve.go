@@ -386,6 +386,8 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		PRs:                             githubPRs{c: gc},
 		Checkouts:                       githubPRs{c: gc},
 		Publisher:                       githubPublisher{c: gc, posted: db},
+		Conversation:                    githubConversation{c: gc},
+		History:                         githubConversation{c: gc},
 		Executors:                       set,
 		Selection:                       cfg.Validation.Selection(),
 		Worker:                          worker,

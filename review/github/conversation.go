@@ -46,6 +46,16 @@ func FindingOf(body string) string {
 // idempotent: key names what the reply says (e.g. "moved=12@<sha>").
 func NoteMarker(key string) string { return "<!-- gilf:note=" + key + " -->" }
 
+var noteMarkerRe = regexp.MustCompile(`(?m)^<!-- gilf:note=([A-Za-z0-9=@._:-]{1,80}) -->$`)
+
+// NoteOf returns the note key a reply gilf posted carries, "" when none.
+func NoteOf(body string) string {
+	if m := noteMarkerRe.FindStringSubmatch(body); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // MaxReplyBytes caps a reply or an issue comment gilf posts.
 const MaxReplyBytes = 16 << 10
 
