@@ -103,6 +103,13 @@ func (s *Server) SetPermission(login, level string) {
 	s.conv.permissions[strings.ToLower(login)] = level
 }
 
+// SetPatches replaces the changed files' patches (a new push).
+func (s *Server) SetPatches(p map[string]string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.Patches = p
+}
+
 // SetComparison sets what the compare API answers for base...head.
 func (s *Server) SetComparison(base, head string, c Comparison) {
 	s.mu.Lock()

@@ -199,16 +199,19 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ map[string]
 	var example []map[string]any
 	s.load("pulls.list-files.response.200.default.json", &example)
 	all := example
-	if s.opts.Files != nil {
+	s.mu.Lock()
+	files, patches := s.opts.Files, s.opts.Patches
+	s.mu.Unlock()
+	if files != nil {
 		all = nil
-		for _, name := range s.opts.Files {
+		for _, name := range files {
 			e := map[string]any{}
 			for k, v := range example[0] {
 				e[k] = v
 			}
 			e["filename"] = name
 			e["status"] = "modified"
-			if patch, ok := s.opts.Patches[name]; ok {
+			if patch, ok := patches[name]; ok {
 				e["patch"] = patch
 			}
 			all = append(all, e)
