@@ -28,7 +28,7 @@ const (
 	patchB = "@@ -10,3 +10,5 @@ function deprecate(fn, msg) {\n   var warned = false;\n-  return fn;\n+  if (typeof msg !== 'string') return fn;\n+  var h = open(msg);\n+  return wrap(fn, h);\n }"
 	// compareAB is only what push B changed.
 	compareAB = "@@ -11,2 +11,3 @@ function deprecate(fn, msg) {\n-  if (!msg) return fn;\n-  return wrap(fn);\n+  if (typeof msg !== 'string') return fn;\n+  var h = open(msg);\n+  return wrap(fn, h);\n }"
-	patchC = patchB + "\n+// rebased"
+	patchC    = patchB + "\n+// rebased"
 )
 
 // finding is one model finding as JSON.
