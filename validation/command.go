@@ -64,3 +64,11 @@ func ParseCommand(body, slug string) (Command, bool) {
 	}
 	return c, true
 }
+
+// Statuses of a command delivery after intake queued it: the command
+// worker holds it (running), then answered it (done: whatever it said,
+// a refusal included) or dropped it unanswered (ignored).
+const (
+	DeliveryRunning DeliveryStatus = "running"
+	DeliveryDone    DeliveryStatus = "done"
+)
