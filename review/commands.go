@@ -173,7 +173,9 @@ type commentPayload struct {
 
 // handle answers one command; an error is GitHub's or the store's.
 func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validation.DeliveryStatus, string, error) {
-	ignored := func(why string) (validation.DeliveryStatus, string, error) { return validation.DeliveryIgnored, why, nil }
+	ignored := func(why string) (validation.DeliveryStatus, string, error) {
+		return validation.DeliveryIgnored, why, nil
+	}
 	var p commentPayload
 	if err := json.Unmarshal(c.Body, &p); err != nil {
 		return ignored("the comment could not be read: " + err.Error())
