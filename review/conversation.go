@@ -206,22 +206,21 @@ func writeConversation(b *strings.Builder, c *ConversationSection) {
 		fmt.Fprintf(b, "%d %s already in %s on the pull request, not posted again.\n\n", c.Kept,
 			plural(c.Kept, "finding is", "findings are"), plural(c.Kept, "its thread", "their threads"))
 	}
-	if len(c.Resolved) > 0 {
-		fmt.Fprintf(b, "Resolved: %d earlier %s no longer %s at this head:\n", len(c.Resolved),
-			plural(len(c.Resolved), "finding", "findings"), plural(len(c.Resolved), "shows", "show"))
-		for _, t := range c.Resolved {
-			fmt.Fprintf(b, "- ✅ %s · %s\n", threadTitle(t), code(t.Path))
-		}
-		b.WriteString("\n")
+	writeThreads(b, "Resolved", "✅", "", c.Resolved)
+	writeThreads(b, "Left open for the people in the thread", "💬", ", but someone replied", c.Open)
+}
+
+// writeThreads lists earlier findings that no longer show.
+func writeThreads(b *strings.Builder, heading, mark, but string, ts []Thread) {
+	if len(ts) == 0 {
+		return
 	}
-	if len(c.Open) > 0 {
-		fmt.Fprintf(b, "Left open for the people in the thread: %d earlier %s no longer %s, but someone replied:\n", len(c.Open),
-			plural(len(c.Open), "finding", "findings"), plural(len(c.Open), "shows", "show"))
-		for _, t := range c.Open {
-			fmt.Fprintf(b, "- 💬 %s · %s\n", threadTitle(t), code(t.Path))
-		}
-		b.WriteString("\n")
+	fmt.Fprintf(b, "%s: %d earlier %s no longer %s at this head%s:\n", heading, len(ts),
+		plural(len(ts), "finding", "findings"), plural(len(ts), "shows", "show"), but)
+	for _, t := range ts {
+		fmt.Fprintf(b, "- %s %s · %s\n", mark, threadTitle(t), code(t.Path))
 	}
+	b.WriteString("\n")
 }
 
 // settle carries out a plan after the review was posted: the replies,

@@ -75,39 +75,41 @@ func (d *DB) PendingCommands(ctx context.Context, since, staleBefore time.Time, 
 // the status and reason it was listed with to running with token as its
 // reason. ok is false when another worker took it first.
 func (d *DB) ClaimCommand(ctx context.Context, c PendingCommand, token string) (bool, error) {
-	var n int64
-	err := d.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = 'running', reason = ?1
-			WHERE id = ?2 AND status = ?3 AND reason = ?4 AND event = 'issue_comment'`, token, c.ID, string(c.Status), c.Reason)
-		if err != nil {
-			return err
-		}
-		n, err = r.RowsAffected()
-		return err
-	})
+	n, err := d.updateCount(ctx, `UPDATE deliveries SET status = 'running', reason = ?1
+		WHERE id = ?2 AND status = ?3 AND reason = ?4 AND event = 'issue_comment'`, token, c.ID, string(c.Status), c.Reason)
 	if err != nil {
 		return false, fmt.Errorf("claim command %s: %w", c.ID, err)
 	}
 	return n == 1, nil
 }
 
-// FinishCommand records what a command did, if token still holds it.
+// FinishCommand records what a command did, if token still holds it;
+// ErrLeaseLost when it does not.
 func (d *DB) FinishCommand(ctx context.Context, id, token string, status validation.DeliveryStatus, reason string) error {
-	err := d.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET status = ?1, reason = ?2
-			WHERE id = ?3 AND status = 'running' AND reason = ?4`, string(status), reason, id, token)
-		if err != nil {
-			return err
-		}
-		if n, err := r.RowsAffected(); err != nil || n != 1 {
-			return errors.Join(err, ErrLeaseLost)
-		}
-		return nil
-	})
+	n, err := d.updateCount(ctx, `UPDATE deliveries SET status = ?1, reason = ?2
+		WHERE id = ?3 AND status = 'running' AND reason = ?4`, string(status), reason, id, token)
+	if err == nil && n != 1 {
+		err = ErrLeaseLost
+	}
 	if err != nil {
 		return fmt.Errorf("finish command %s: %w", id, err)
 	}
 	return nil
+}
+
+// updateCount runs one write statement in its own transaction and
+// returns how many rows it changed.
+func (d *DB) updateCount(ctx context.Context, q string, args ...any) (int64, error) {
+	var n int64
+	err := d.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, q, args...)
+		if err != nil {
+			return err
+		}
+		n, err = r.RowsAffected()
+		return err
+	})
+	return n, err
 }
 
 // PRJob returns the newest job of a pull request at head; found is false

@@ -129,6 +129,15 @@ func TestServeE2EConversation(t *testing.T) {
 		return found[0]
 	}
 
+	summaryNow := func() string {
+		for _, rv := range srv.Reviews() {
+			if b, _ := rv["body"].(string); strings.Contains(b, github.SummaryMarker) {
+				return b
+			}
+		}
+		return ""
+	}
+
 	// 1. Head A.
 	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
 	if code != 202 || rep.Job == 0 {
@@ -144,6 +153,8 @@ func TestServeE2EConversation(t *testing.T) {
 			t.Errorf("thread %s has no fingerprint marker:\n%s", th.ID, th.Comments[0].Body)
 		}
 	}
+
+	summaryA := summaryNow()
 
 	// 2. Re-run of A: the same findings, no new comment.
 	code, rep = deliver(t, p.url, newGUID(t), "check_suite", suiteRerun(payload, headA), signature(serveSecret, suiteRerun(payload, headA)))
@@ -198,6 +209,14 @@ func TestServeE2EConversation(t *testing.T) {
 	if th := threadOf("Handle leaks"); th.Resolved || len(th.Comments) != 1 {
 		t.Errorf("push B: the new finding's thread %+v", th)
 	}
+	summaryB := summaryNow()
+	for _, want := range []string{"The model read the commits since `" + headA[:7] + "`",
+		"Resolved: 1 earlier finding no longer shows at this head:\n- ✅ Off by one · `index.js`",
+		"Left open for the people in the thread: 1 earlier finding no longer shows at this head, but someone replied:\n- 💬 Unchecked message · `index.js`"} {
+		if !strings.Contains(summaryB, want) {
+			t.Errorf("push B: the summary lacks %q:\n%s", want, summaryB)
+		}
+	}
 
 	// 4. Force-push C: B is not an ancestor.
 	srv.SetHeadSHA(headC)
@@ -226,12 +245,7 @@ func TestServeE2EConversation(t *testing.T) {
 		t.Errorf("push C: the note is said once and the thread stays open: %+v", second)
 	}
 
-	var summary string
-	for _, rv := range srv.Reviews() {
-		if b, _ := rv["body"].(string); strings.Contains(b, github.SummaryMarker) {
-			summary = b
-		}
-	}
+	summary := summaryNow()
 	for _, want := range []string{"<!-- gilf:semantic sha=" + headC + " -->", "not an ancestor of this head (a force-push or a rebase)",
 		"1 finding is already in its thread"} {
 		if !strings.Contains(summary, want) {
@@ -239,7 +253,7 @@ func TestServeE2EConversation(t *testing.T) {
 		}
 	}
 	if *conversationDump != "" {
-		dumpConversation(t, *conversationDump, srv, summary)
+		dumpConversation(t, *conversationDump, srv, summaryA, summaryB, summary)
 	}
 }
 
@@ -249,10 +263,13 @@ var conversationDump = flag.String("conversation-dump", "", "write the conversat
 
 // dumpConversation writes what the pull request shows (the summary and
 // each thread) as markdown, for docs/conversation.md's rendering.
-func dumpConversation(t *testing.T, path string, srv *githubtest.Server, summary string) {
+func dumpConversation(t *testing.T, path string, srv *githubtest.Server, summaries ...string) {
 	t.Helper()
 	var b strings.Builder
-	b.WriteString(summary + "\n\n---\n\n## Review threads\n\n")
+	for i, s := range summaries {
+		fmt.Fprintf(&b, "# Summary after push %d\n\n%s\n\n---\n\n", i+1, s)
+	}
+	b.WriteString("## Review threads after push 3\n\n")
 	for _, th := range srv.Threads() {
 		state := "open"
 		if th.Resolved {

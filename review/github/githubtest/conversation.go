@@ -200,9 +200,8 @@ func (s *Server) replyComment(w http.ResponseWriter, r *http.Request, body map[s
 	if !s.number(w, r) {
 		return
 	}
-	text, _ := body["body"].(string)
-	if text == "" {
-		s.writeFault(w, Fault{Kind: Validation})
+	text, ok := s.requiredBody(w, body)
+	if !ok {
 		return
 	}
 	id, _ := strconv.ParseInt(r.PathValue("id"), 10, 64)
@@ -229,15 +228,23 @@ func (s *Server) replyComment(w http.ResponseWriter, r *http.Request, body map[s
 	})
 }
 
+// requiredBody reads a comment's body; an empty one is GitHub's 422.
+func (s *Server) requiredBody(w http.ResponseWriter, body map[string]any) (string, bool) {
+	text, _ := body["body"].(string)
+	if text == "" {
+		s.writeFault(w, Fault{Kind: Validation})
+	}
+	return text, text != ""
+}
+
 // createIssueComment is POST …/issues/{n}/comments, answered with the
 // real example's shape.
 func (s *Server) createIssueComment(w http.ResponseWriter, r *http.Request, body map[string]any) {
 	if !s.number(w, r) {
 		return
 	}
-	text, _ := body["body"].(string)
-	if text == "" {
-		s.writeFault(w, Fault{Kind: Validation})
+	text, ok := s.requiredBody(w, body)
+	if !ok {
 		return
 	}
 	c := s.example("issues.create-comment.response.201.default.json")
@@ -325,7 +332,7 @@ func (s *Server) compare(w http.ResponseWriter, r *http.Request, _ map[string]an
 // "errors").
 func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 	body, err := readBody(r)
-	auth := s.checkGraphQLToken(r)
+	_, auth := s.installationToken(r) // any repository's: GraphQL names it in the query
 	query, _ := body["query"].(string)
 	vars, _ := body["variables"].(map[string]any)
 	ep := GraphQL
@@ -352,25 +359,6 @@ func (s *Server) graphql(w http.ResponseWriter, r *http.Request) {
 	default:
 		writeJSON(w, http.StatusOK, map[string]any{"errors": []any{map[string]any{"message": "githubtest: unknown GraphQL document"}}})
 	}
-}
-
-// checkGraphQLToken accepts any valid installation token (GraphQL has no
-// repository in its path; the query names it).
-func (s *Server) checkGraphQLToken(r *http.Request) string {
-	raw, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		raw, ok = strings.CutPrefix(r.Header.Get("Authorization"), "token ")
-	}
-	if !ok {
-		return "none"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tokens[raw]
-	if !ok || t.revoked || !s.opts.Now().Before(t.expires) {
-		return "invalid"
-	}
-	return "token"
 }
 
 func (s *Server) resolveThread(w http.ResponseWriter, vars map[string]any) {

@@ -129,21 +129,12 @@ func (s *Server) repo(ep Endpoint, h func(http.ResponseWriter, *http.Request, ma
 	}
 }
 
-// checkToken classifies the request's credential.
+// checkToken classifies the request's credential: "token" only for an
+// installation token scoped to the path's repository.
 func (s *Server) checkToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	raw, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		raw, ok = strings.CutPrefix(h, "token ")
-	}
-	if !ok {
-		return "none"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tokens[raw]
-	if !ok || t.revoked || !s.opts.Now().Before(t.expires) {
-		return "invalid"
+	t, auth := s.installationToken(r)
+	if auth != "token" {
+		return auth
 	}
 	repo := r.PathValue("repo")
 	for _, n := range t.repos {
@@ -152,6 +143,26 @@ func (s *Server) checkToken(r *http.Request) string {
 		}
 	}
 	return "invalid"
+}
+
+// installationToken finds the request's installation token: "token"
+// when it is one that is valid now, else "none" or "invalid".
+func (s *Server) installationToken(r *http.Request) (token, string) {
+	h := r.Header.Get("Authorization")
+	raw, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		raw, ok = strings.CutPrefix(h, "token ")
+	}
+	if !ok {
+		return token{}, "none"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tokens[raw]
+	if !ok || t.revoked || !s.opts.Now().Before(t.expires) {
+		return token{}, "invalid"
+	}
+	return t, "token"
 }
 
 func (s *Server) number(w http.ResponseWriter, r *http.Request) bool {
