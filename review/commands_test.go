@@ -39,7 +39,9 @@ type cmdRuns struct {
 	reruns int
 }
 
-func (r *cmdRuns) Activity(ctx context.Context, j Job, since time.Time) (Activity, error) { return r.act, nil }
+func (r *cmdRuns) Activity(ctx context.Context, j Job, since time.Time) (Activity, error) {
+	return r.act, nil
+}
 func (r *cmdRuns) Rerun(ctx context.Context, j Job, reason string) (int64, bool, bool, error) {
 	r.reruns++
 	return 7, true, true, nil
