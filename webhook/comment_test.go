@@ -42,6 +42,8 @@ func TestIssueCommentCommands(t *testing.T) {
 		{"a bot, gilf itself included", webhook.Config{Commands: true}, commentOn(t, "/gilf rerun", "Bot", true), validation.DeliveryIgnored, "by a bot"},
 		{"on an issue", webhook.Config{Commands: true}, commentOn(t, "/gilf rerun", "User", false), validation.DeliveryIgnored, "not a pull request"},
 		{"an ordinary comment", webhook.Config{Commands: true}, commentOn(t, "Looks good to me", "User", true), validation.DeliveryIgnored, "not a gilf command"},
+		{"an installation not in the allowlist", webhook.Config{Commands: true, Allow: webhook.Allowlist{Installations: []int64{6}}}, commentOn(t, "/gilf rerun", "User", true), validation.DeliveryIgnored, "not in the allowlist"},
+		{"an installation in the allowlist", webhook.Config{Commands: true, Allow: webhook.Allowlist{Installations: []int64{5}}}, commentOn(t, "/gilf rerun", "User", true), validation.DeliveryQueued, "command rerun"},
 		{"edited", webhook.Config{Commands: true}, realPayload(t, "issue_comment", "edited"), validation.DeliveryIgnored, `action "edited"`},
 	}
 	for _, tt := range tests {

@@ -229,8 +229,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 			del.HeadSHA = c.HeadSHA
 		}
 	}
+	command := event == "issue_comment" && dec.status == validation.DeliveryQueued
 	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) ||
-		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) {
+		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) ||
+		command && !h.allow.allows(del.InstallationID, del.Repo) {
 		dec = notAllowed()
 	}
 	del.Status, del.Reason, del.Cancel, del.Rerun = dec.status, dec.reason, dec.cancel, dec.rerun
