@@ -12,6 +12,9 @@ import (
 // compare API to the pipeline's Conversation and History.
 type githubConversation struct {
 	c *github.Client
+	// botLogin is gilf's bot ("<slug>[bot]"); empty: any bot's thread
+	// with a marker is gilf's.
+	botLogin string
 }
 
 var (
@@ -20,9 +23,9 @@ var (
 )
 
 // Threads reads the review threads. A thread is gilf's when its first
-// comment is a bot's and carries a fingerprint marker (only gilf writes
-// one: any "<!-- gilf:" in a body it posts is neutralized); a reply by
-// anyone but a bot is a person's.
+// comment is gilf's bot's (any bot's when the slug is not configured) and
+// carries a fingerprint marker (any "<!-- gilf:" in a body gilf posts is
+// neutralized); a reply by anyone but a bot is a person's.
 func (g githubConversation) Threads(ctx context.Context, j review.Job) ([]review.Thread, error) {
 	ts, err := g.c.ReviewThreads(ctx, repoOf(j), j.Number)
 	if err != nil {
@@ -36,7 +39,7 @@ func (g githubConversation) Threads(ctx context.Context, j review.Job) ([]review
 		first := t.Comments[0]
 		rt := review.Thread{ID: t.ID, CommentID: first.DatabaseID, Path: t.Path, Line: t.Line,
 			Outdated: t.Outdated, Resolved: t.Resolved, Notes: map[string]bool{}}
-		if first.Bot {
+		if first.Bot && (g.botLogin == "" || github.IsBotLogin(first.Author, g.botLogin)) {
 			rt.Fingerprint = github.FindingOf(first.Body)
 			rt.Title = review.ThreadTitle(first.Body)
 		}

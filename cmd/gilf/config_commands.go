@@ -55,3 +55,11 @@ func loadCommands(getenv func(string) string, errs []error) (CommandsConfig, []e
 	}
 	return c, errs
 }
+
+// botLogin is the App's bot account for its slug, "" when not configured.
+func botLogin(slug string) string {
+	if slug == "" {
+		return ""
+	}
+	return slug + "[bot]"
+}

@@ -101,6 +101,7 @@ func TestServeE2EConversation(t *testing.T) {
 		semantictest.Completion("test-model", findings(offByOne, unchecked), usage), // re-run of A
 		semantictest.Completion("test-model", findings(leak), usage),                // head B
 		semantictest.Completion("test-model", findings(leak), usage),                // head C
+		semantictest.Completion("test-model", findings(leak), usage),                // /gilf review at C
 	)
 	dataDir := t.TempDir()
 	p := startServe(t, serveEnv(t, srv, key, dataDir,
@@ -252,6 +253,26 @@ func TestServeE2EConversation(t *testing.T) {
 			t.Errorf("the summary lacks %q:\n%s", want, summary)
 		}
 	}
+
+	// 5. /gilf review from a writer: head C again, the whole pull request
+	// because the command asked for it (the job's reason carries it).
+	srv.SetPermission("octocat", "write")
+	cb := commentPayload(t, payload, 900, "octocat", "User", "/gilf review")
+	code, _ = deliver(t, p.url, newGUID(t), "issue_comment", cb, signature(serveSecret, cb))
+	if code != 202 {
+		t.Fatalf("review command answered %d", code)
+	}
+	waitDone(rep.Job, 1)
+	if reqs = model.Requests(); len(reqs) != 5 {
+		t.Fatalf("%d model requests after /gilf review, want 5", len(reqs))
+	}
+	if s := summaryNow(); !strings.Contains(s, "The model read the whole pull request: a command asked for a review of the whole pull request.") ||
+		len(srv.Threads()) != 3 {
+		t.Errorf("after /gilf review: %d threads, summary:\n%s", len(srv.Threads()), s)
+	}
+	t.Logf("GitHub requests of the conversation over 5 runs: %d review-thread pages, %d resolutions, %d compares, %d review listings, %d replies",
+		srv.Count(githubtest.ListThreadsQuery), srv.Count(githubtest.ResolveThreadOp), srv.Count(githubtest.CompareCommits),
+		srv.Count(githubtest.ListReviews), srv.Count(githubtest.ReplyComment))
 	if *conversationDump != "" {
 		dumpConversation(t, *conversationDump, srv, summaryA, summaryB, summary)
 	}
