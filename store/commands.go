@@ -17,6 +17,18 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
+// The statements of the command worker's reads, each on the partial
+// index of migration 0010 (deliveries has no other secondary index).
+const (
+	sqlPendingCommands = `SELECT id, installation_id, repo, pr, received_at, status, reason
+		FROM deliveries INDEXED BY deliveries_commands
+		WHERE event = 'issue_comment' AND ((status = 'queued' AND received_at >= ?1)
+			OR (status = 'running' AND received_at >= ?1 AND received_at < ?2))
+		ORDER BY received_at, id LIMIT ?3`
+	sqlAnsweredCommands = `SELECT COUNT(*) FROM deliveries INDEXED BY deliveries_commands
+		WHERE event = 'issue_comment' AND status = ?4 AND received_at >= ?1 AND repo = ?2 AND pr = ?3`
+)
+
 // PendingCommand is a command delivery waiting for the worker (queued),
 // or claimed by one that may have died (running).
 type PendingCommand struct {
@@ -35,13 +47,7 @@ type PendingCommand struct {
 // staleBefore (their worker stopped without finishing). Their bodies are
 // read too; one retention pruned is left out.
 func (d *DB) PendingCommands(ctx context.Context, since, staleBefore time.Time, limit int) ([]PendingCommand, error) {
-	// The partial index of migration 0010 holds exactly the rows of the
-	// first two terms.
-	rows, err := d.r.QueryContext(ctx, `SELECT id, installation_id, repo, pr, received_at, status, reason
-		FROM deliveries INDEXED BY deliveries_commands
-		WHERE event = 'issue_comment' AND status IN ('queued', 'running')
-			AND received_at >= ?1 AND (status = 'queued' OR received_at < ?2)
-		ORDER BY received_at, id LIMIT ?3`, ms(since), ms(staleBefore), limit)
+	rows, err := d.r.QueryContext(ctx, sqlPendingCommands, ms(since), ms(staleBefore), limit)
 	if err != nil {
 		return nil, fmt.Errorf("pending commands: %w", err)
 	}
@@ -156,9 +162,7 @@ func (d *DB) PRActivity(ctx context.Context, repo string, pr int, since time.Tim
 	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return a, fmt.Errorf("runs of %s#%d: %w", repo, pr, err)
 	}
-	err = d.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries
-		WHERE received_at >= ?1 AND event = 'issue_comment' AND repo = ?2 AND pr = ?3 AND status = ?4`,
-		ms(since), repo, pr, string(validation.DeliveryDone)).Scan(&a.Commands)
+	err = d.r.QueryRowContext(ctx, sqlAnsweredCommands, ms(since), repo, pr, string(validation.DeliveryDone)).Scan(&a.Commands)
 	if err != nil {
 		return a, fmt.Errorf("commands of %s#%d: %w", repo, pr, err)
 	}
