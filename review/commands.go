@@ -109,6 +109,10 @@ type CommandWorker struct {
 	PollInterval time.Duration
 	Logger       *slog.Logger
 	Now          func() time.Time
+	// Secrets are withheld from every comment (GuardOutput), Internals
+	// (the worker's paths) from an explained step, as from the review.
+	Secrets   []validation.Secret
+	Internals []string
 }
 
 // Run answers commands until ctx is done.
@@ -201,6 +205,10 @@ func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validati
 		return ignored(fmt.Sprintf("over %d answered commands on this pull request in an hour; not answered", MaxCommandsPerHour))
 	}
 	say := func(reason, body string) (validation.DeliveryStatus, string, error) {
+		body, leak := GuardOutput(body, w.Secrets)
+		if !leak.Passed {
+			w.Logger.Error("secret found in a command's answer before posting; redacted", "delivery_id", c.ID, "detail", leak.Detail)
+		}
 		if err := w.GitHub.Comment(ctx, j, body); err != nil {
 			return "", "", err
 		}
@@ -276,21 +284,23 @@ func (w *CommandWorker) explain(ctx context.Context, j Job, step string, say fun
 	if !found {
 		return say("explain: no run", fmt.Sprintf("gilf has no run of %s yet.", code(shortHead(j.HeadSHA))))
 	}
+	rec = publicRecord(rec, w.Internals)
 	var names []string
 	for _, s := range rec.Steps {
 		names = append(names, code(s.Name))
 		if step == "" || !strings.EqualFold(s.Name, step) {
 			continue
 		}
-		return say("explain "+s.Name, explainStep(j.HeadSHA, s))
+		return say("explain "+s.Name, explainStep(j.HeadSHA, s, w.Internals))
 	}
 	return say("explain: no such step", fmt.Sprintf("The last run of %s has no step %s. Its steps: %s.",
 		code(shortHead(j.HeadSHA)), code(step), strings.Join(names, ", ")))
 }
 
 // explainStep renders a step's full excerpt: what it ran, how it ended,
-// and its recorded (redacted) output, head and tail.
-func explainStep(head string, s validation.StepResult) string {
+// and its recorded (redacted) output, head and tail, with the worker's
+// own paths withheld.
+func explainStep(head string, s validation.StepResult, internals []string) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "**%s** at %s: %s\n\n", code(s.Name), code(shortHead(head)), statusWords(s))
 	fmt.Fprintf(&b, "Command: %s\n\n", code(strings.Join(s.Argv, " ")))
@@ -302,7 +312,7 @@ func explainStep(head string, s validation.StepResult) string {
 		b.WriteString("The step printed nothing.\n")
 		return b.String()
 	}
-	body, _ := cutMiddle(sanitize(out), maxExplainBytes)
+	body, _ := cutMiddle(sanitize(publicWords(out, internals)), maxExplainBytes)
 	b.WriteString(fence(body))
 	return b.String()
 }

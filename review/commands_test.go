@@ -124,3 +124,37 @@ func TestCommandBudgets(t *testing.T) {
 		})
 	}
 }
+
+// explain posts the step's output with the worker's paths and secrets
+// withheld.
+func TestExplainWithholds(t *testing.T) {
+	rec := validation.Record{Steps: []validation.StepResult{{Name: "test", Argv: []string{"npm", "run", "test"}, Status: validation.StatusFailed,
+		Output: validation.Output{Head: "FAIL /srv/gilf-data/work/job-1/src/a.test.js\ntoken sk-live-0123456789abcdef", Bytes: 80}}}}
+	q := &cmdQueue{pending: []CommandDelivery{{ID: "d1", InstallationID: 1, Repo: "o/r", PR: 3, Body: commandBody("/gilf explain TEST")}}, done: map[string]string{}}
+	gh := &cmdGitHub{}
+	w := &CommandWorker{Queue: q, GitHub: gh, Runs: &recordRuns{rec: rec}, PRs: &fakeGitHub{pr: PR{HeadSHA: strings.Repeat("a", 40)}},
+		Logger: slog.New(slog.DiscardHandler), Internals: []string{"/srv/gilf-data"},
+		Secrets: []validation.Secret{{Name: "API_KEY", Value: "sk-live-0123456789abcdef"}}}
+	if _, err := w.Once(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	if len(gh.comments) != 1 {
+		t.Fatalf("comments %q", gh.comments)
+	}
+	c := gh.comments[0]
+	if !strings.Contains(c, "a.test.js") || strings.Contains(c, "/srv/gilf-data") || strings.Contains(c, "sk-live-0123456789abcdef") {
+		t.Errorf("explain posted:\n%s", c)
+	}
+	if got := q.done["d1"]; got != "done: explain test" {
+		t.Errorf("recorded %q", got)
+	}
+}
+
+type recordRuns struct {
+	cmdRuns
+	rec validation.Record
+}
+
+func (r *recordRuns) LastRecord(ctx context.Context, j Job) (validation.Record, bool, error) {
+	return r.rec, true, nil
+}

@@ -238,6 +238,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 			Queue: storeCommands{db: db, owner: owner}, Runs: storeCommands{db: db, owner: owner},
 			GitHub: githubCommands{c: gc}, PRs: githubPRs{c: gc},
 			Slug: cfg.Commands.Slug, RunsPerHour: cfg.Commands.RunsPerHour, Logger: log,
+			Secrets: secrets, Internals: internalPaths(cfg.DataDir),
 		}
 		g.Go(func() error { return cw.Run(gctx) })
 	}
