@@ -58,12 +58,17 @@ type semanticResult struct {
 // change the outcome or the conclusion; a failure is recorded and the
 // validation review posts anyway.
 func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec *validation.Record) semanticResult {
-	if p.Reviewer == nil || !semanticApplies(rec.Outcome) {
+	if p.Reviewer == nil {
 		return semanticResult{}
+	}
+	// The head reviewed so far is carried through a head the model does
+	// not review, so the next review stays incremental.
+	prev := p.semanticHead(ctx, j)
+	if !semanticApplies(rec.Outcome) {
+		return semanticResult{head: prev}
 	}
 	sec := &SemanticSection{}
 	note := func(s string) { rec.Notes = append(rec.Notes, "semantic review: "+s) }
-	prev := p.semanticHead(ctx, j)
 	memory, err := p.memory(ctx, j, pr, v.memoryPath)
 	if err != nil {
 		sec.Why = "the review memory could not be read, so the model was not asked"
