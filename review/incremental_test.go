@@ -4,8 +4,13 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/executortest"
+	"github.com/gilf-review/gilf/validation"
 )
 
 type fakeHistory struct {
@@ -67,5 +72,47 @@ func TestReviewScope(t *testing.T) {
 				t.Errorf("incremental scope %+v", sc)
 			}
 		})
+	}
+}
+
+// headHistory is a History whose last reviewed head is prev.
+type headHistory struct {
+	fakeHistory
+	prev string
+}
+
+func (h *headHistory) SemanticHead(ctx context.Context, j Job) (string, error) { return h.prev, nil }
+
+// A push that changed none of the pull request's files since the last
+// reviewed head (a merge of the base branch) does not ask the model, and
+// the summary's semantic head moves on; a refused head carries it.
+func TestPipelineIncrementalNothingNew(t *testing.T) {
+	prev := strings.Repeat("c", 40)
+	ok := &executortest.Fake{ExecName: executors.NameManagedE2B, Steps: map[string]executortest.Script{
+		validation.StepTest: {Status: validation.StatusPassed, Output: "ok\n"},
+	}}
+	g := &fakeGitHub{pr: PR{HeadSHA: head}, files: []ChangedFile{{Name: "index.js", Patch: "@@ -1 +1 @@\n-a\n+b"}}, manifest: `{"scripts":{"test":"node t.js"}}`}
+	p := newTestPipeline(t, g, executors.Set{ok})
+	r := &fakeReviewer{}
+	p.Reviewer = r
+	p.History = &headHistory{prev: prev, fakeHistory: fakeHistory{cmp: Comparison{Status: CompareAhead, Files: []ChangedFile{{Name: "base-only.js"}}}}}
+	res, err := p.Run(context.Background(), Job{ID: 2, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.calls != 0 || g.posted[0].SemanticHead != head ||
+		!slices.ContainsFunc(res.Record.Notes, func(n string) bool { return strings.Contains(n, "nothing in the pull request's files changed since") }) {
+		t.Errorf("model calls %d, semantic head %q, notes %q", r.calls, g.posted[0].SemanticHead, res.Record.Notes)
+	}
+
+	// No executor: refused; the model is not asked, the head is carried.
+	g2 := &fakeGitHub{pr: PR{HeadSHA: head}, files: g.files, manifest: g.manifest}
+	p2 := newTestPipeline(t, g2, nil)
+	p2.Reviewer, p2.History = r, &headHistory{prev: prev}
+	if _, err := p2.Run(context.Background(), Job{ID: 3, InstallationID: 5, Owner: "o", Repo: "r", Number: 1, HeadSHA: head}); err != nil {
+		t.Fatal(err)
+	}
+	if r.calls != 0 || g2.posted[0].SemanticHead != prev {
+		t.Errorf("refused head: model calls %d, semantic head %q, want %s carried", r.calls, g2.posted[0].SemanticHead, prev)
 	}
 }

@@ -95,8 +95,7 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 		if len(sc.diff.Files) == 0 {
 			sec.Why = "nothing in the pull request's files changed since the last reviewed head " + shortHead(sc.since)
 			note("not run: " + sec.Why)
-			plan := planConversation(threads, nil, false, sc.kind, nil, j.HeadSHA)
-			return semanticResult{section: sec, head: j.HeadSHA, plan: &plan}
+			return semanticResult{section: sec, head: j.HeadSHA} // the threads stand as they are
 		}
 	} else {
 		note("the model was sent the whole pull request" + prefixed(": ", sc.why))
