@@ -33,3 +33,28 @@ func TestParseCommand(t *testing.T) {
 		}
 	}
 }
+
+// FuzzParseCommand: any comment body parses without panicking; what it
+// accepts is one known command from the first line, bounded.
+func FuzzParseCommand(f *testing.F) {
+	for _, s := range []string{"/gilf rerun", "@gilf-review explain test\nmore", "/gilf", "  /GILF  dance  ", "\n\n/gilf help", "/gilf explain \x00\u202e"} {
+		f.Add(s, "gilf-review")
+	}
+	f.Fuzz(func(t *testing.T, body, slug string) {
+		c, ok := ParseCommand(body, slug)
+		if !ok {
+			if c != (Command{}) {
+				t.Fatalf("not a command but %+v", c)
+			}
+			return
+		}
+		switch c.Name {
+		case CommandRerun, CommandReview, CommandExplain, CommandHelp, CommandUnknown:
+		default:
+			t.Fatalf("name %q", c.Name)
+		}
+		if strings.ContainsAny(c.Arg+c.Word, "\n") || len(c.Arg)+len(c.Word) > MaxCommandLineBytes {
+			t.Fatalf("command %+v from %q", c, body)
+		}
+	})
+}
