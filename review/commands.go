@@ -17,6 +17,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -113,6 +114,26 @@ type CommandWorker struct {
 	// (the worker's paths) from an explained step, as from the review.
 	Secrets   []validation.Secret
 	Internals []string
+}
+
+// NewCommandWorker checks that w has its required parts (Queue, GitHub,
+// PRs, Runs, Logger) and returns it ready to Run.
+func NewCommandWorker(w CommandWorker) (*CommandWorker, error) {
+	var missing []string
+	for name, ok := range map[string]bool{"Queue": w.Queue != nil, "GitHub": w.GitHub != nil, "PRs": w.PRs != nil,
+		"Runs": w.Runs != nil, "Logger": w.Logger != nil} {
+		if !ok {
+			missing = append(missing, name)
+		}
+	}
+	if len(missing) > 0 {
+		slices.Sort(missing)
+		return nil, fmt.Errorf("command worker: missing %s", strings.Join(missing, ", "))
+	}
+	if w.RunsPerHour < 0 {
+		return nil, fmt.Errorf("command worker: runs per hour %d", w.RunsPerHour)
+	}
+	return &w, nil
 }
 
 // Run answers commands until ctx is done.

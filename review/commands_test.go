@@ -103,8 +103,11 @@ func TestCommandBudgets(t *testing.T) {
 			q := &cmdQueue{pending: []CommandDelivery{{ID: "d1", InstallationID: 1, Repo: "o/r", PR: 3, Body: commandBody(tt.body)}}, done: map[string]string{}}
 			runs := &cmdRuns{act: tt.act}
 			gh := &cmdGitHub{}
-			w := &CommandWorker{Queue: q, GitHub: gh, Runs: runs, PRs: &fakeGitHub{pr: PR{HeadSHA: strings.Repeat("a", 40)}},
-				RunsPerHour: tt.perHour, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }}
+			w, err := NewCommandWorker(CommandWorker{Queue: q, GitHub: gh, Runs: runs, PRs: &fakeGitHub{pr: PR{HeadSHA: strings.Repeat("a", 40)}},
+				RunsPerHour: tt.perHour, Logger: slog.New(slog.DiscardHandler), Now: func() time.Time { return now }})
+			if err != nil {
+				t.Fatal(err)
+			}
 			did, err := w.Once(t.Context())
 			if err != nil || !did {
 				t.Fatalf("Once = %v, %v", did, err)
@@ -157,4 +160,11 @@ type recordRuns struct {
 
 func (r *recordRuns) LastRecord(ctx context.Context, j Job) (validation.Record, bool, error) {
 	return r.rec, true, nil
+}
+
+func TestNewCommandWorkerRefusesMissingParts(t *testing.T) {
+	_, err := NewCommandWorker(CommandWorker{Queue: &cmdQueue{}, Logger: slog.New(slog.DiscardHandler)})
+	if err == nil || err.Error() != "command worker: missing GitHub, PRs, Runs" {
+		t.Errorf("err = %v", err)
+	}
 }

@@ -234,11 +234,14 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return err
 	})
 	if cfg.Commands.Enabled {
-		cw := &review.CommandWorker{
+		cw, err := review.NewCommandWorker(review.CommandWorker{
 			Queue: storeCommands{db: db, owner: owner}, Runs: storeCommands{db: db, owner: owner},
 			GitHub: githubCommands{c: gc}, PRs: githubPRs{c: gc},
 			Slug: cfg.Commands.Slug, RunsPerHour: cfg.Commands.RunsPerHour, Logger: log,
 			Secrets: secrets, Internals: internalPaths(cfg.DataDir),
+		})
+		if err != nil {
+			return err
 		}
 		g.Go(func() error { return cw.Run(gctx) })
 	}
