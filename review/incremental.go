@@ -79,10 +79,13 @@ func (p *Pipeline) reviewScope(ctx context.Context, j Job, full Diff, prev strin
 	}
 	s := scope{kind: ScopeIncremental, since: prev, touched: map[string]bool{}}
 	for _, f := range cmp.Files {
+		// Touched counts every file the commits changed: a file the
+		// author reverted is no longer in the pull request, and its
+		// findings are gone with it.
+		s.touched[f.Name] = true
 		if !inPR[f.Name] {
 			continue
 		}
-		s.touched[f.Name] = true
 		s.diff.Files = append(s.diff.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
 	}
 	s.diff.Omitted = full.Omitted

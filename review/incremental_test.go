@@ -68,7 +68,7 @@ func TestReviewScope(t *testing.T) {
 				strings.Join(got, "|") != strings.Join(tt.files, "|") || (tt.history.asked > 0) != tt.compared {
 				t.Errorf("scope %+v (compared %d), want %s %q %v", sc, tt.history.asked, tt.kind, tt.why, tt.files)
 			}
-			if sc.kind == ScopeIncremental && (sc.since != tt.prev || !sc.touched["a.js"] || sc.touched["base-only.js"]) {
+			if sc.kind == ScopeIncremental && (sc.since != tt.prev || !sc.touched["a.js"] || sc.touched["b.js"]) {
 				t.Errorf("incremental scope %+v", sc)
 			}
 		})
