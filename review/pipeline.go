@@ -32,6 +32,9 @@ type Job struct {
 	// Rerun counts the re-runs asked for this head (GitHub's Re-run
 	// button): each one publishes anew under its own PublicationID.
 	Rerun int
+	// FullReview: the semantic review reads the whole pull request, not
+	// the changes since the last reviewed head (the review command).
+	FullReview bool
 }
 
 // PublicationID is what identifies this run of the job on GitHub: the
@@ -97,6 +100,9 @@ type Publication struct {
 	Comments []InlineComment
 	// DetailsURL is the dashboard's page of the run, "" when none.
 	DetailsURL string
+	// SemanticHead is the head the semantic review has covered so far,
+	// kept on GitHub for the next incremental review; "" when none.
+	SemanticHead string
 	// NoReview completes the check run only: nothing is added to the
 	// pull request's conversation (a draft that is not validated).
 	NoReview bool
@@ -201,6 +207,11 @@ type Pipeline struct {
 	// SkipSemanticOnValidationFailure is
 	// GILF_SKIP_CODEX_ON_VALIDATION_FAILURE (SemanticShouldRun).
 	SkipSemanticOnValidationFailure bool
+	// Conversation, when set, keeps one thread per finding
+	// (conversation.go); History, when set, makes the semantic review
+	// incremental (incremental.go).
+	Conversation Conversation
+	History      History
 	// OperatorErrors, when set, counts the runs that ended as the
 	// operator's misconfiguration (validation.OperatorCode), by code.
 	OperatorErrors func(validation.Code)
@@ -313,9 +324,10 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		Summary:     CheckSummary(res.Record, opts, len(annotations), omitted),
 		Text:        Render(res.Record, textOpts),
 		Annotations: annotations, AnnotationsOmitted: omitted,
-		DetailsURL: base.DetailsURL,
-		NoReview:   v.noReview,
-		Comments:   sem.comments,
+		DetailsURL:   base.DetailsURL,
+		NoReview:     v.noReview,
+		Comments:     sem.comments,
+		SemanticHead: sem.head,
 	}
 	if v.noReview {
 		pub.Conclusion = ConclusionSkipped
@@ -340,6 +352,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		return res, fmt.Errorf("publish: %w", err)
 	}
 	res.Posted = true
+	p.settle(ctx, j, sem.plan, log)
 	log.Info("review posted", "outcome", res.Record.Outcome, "executor", res.Record.Executor)
 	return res, nil
 }

@@ -40,6 +40,13 @@ type SemanticInput struct {
 	// Memory is the repository's prepared review-memory text (the
 	// base-branch file review.memory names); empty by default.
 	Memory string
+	// Earlier are the findings gilf posted on earlier heads whose threads
+	// are open (path, line, title): context, so the model reports one
+	// again with the same title only if it still applies.
+	Earlier []SemanticFinding
+	// Since, when set, is the head the model last reviewed: Diff is then
+	// the changes since that head, not the whole pull request.
+	Since string
 }
 
 // Diff is the pull request's change as the files API returns it.
@@ -127,6 +134,16 @@ func InlineComments(findings []SemanticFinding, diff Diff) (inline, body []Seman
 // it stands.
 func RightLines(patch string) map[int]bool {
 	out := map[int]bool{}
+	for n := range RightLineText(patch) {
+		out[n] = true
+	}
+	return out
+}
+
+// RightLineText is RightLines with each line's text (without its diff
+// prefix): the code a finding on that line points at.
+func RightLineText(patch string) map[int]string {
+	out := map[int]string{}
 	var newLine, oldLeft, newLeft int
 	for ln := range strings.Lines(patch) {
 		ln = strings.TrimSuffix(ln, "\n")
@@ -144,7 +161,7 @@ func RightLines(patch string) map[int]bool {
 		switch {
 		case strings.HasPrefix(ln, "+"):
 			if newLeft > 0 {
-				out[newLine] = true
+				out[newLine] = strings.TrimSuffix(ln[1:], "\r")
 				newLine++
 				newLeft--
 			}
@@ -154,7 +171,7 @@ func RightLines(patch string) map[int]bool {
 			// "\ No newline at end of file": not a line.
 		default: // context; an empty line is a context line whose space was lost
 			if newLeft > 0 {
-				out[newLine] = true
+				out[newLine] = strings.TrimSuffix(strings.TrimPrefix(ln, " "), "\r")
 				newLine++
 				newLeft--
 			}

@@ -20,6 +20,9 @@ type InlineComment struct {
 	Path string
 	Line int
 	Body string
+	// Fingerprint identifies the finding across runs (Fingerprint in
+	// conversation.go); posted as a hidden marker.
+	Fingerprint string
 }
 
 // SemanticSection is what the summary shows of the semantic review.
@@ -30,6 +33,9 @@ type SemanticSection struct {
 	Findings []SemanticFinding // shown in the body (not on a diff line)
 	Inline   int               // posted as inline comments
 	Notes    []string
+	// Conversation is what happened to the threads, nil before any
+	// review.
+	Conversation *ConversationSection
 }
 
 // semanticResult is what the semantic stage produced for posting.
@@ -39,6 +45,12 @@ type semanticResult struct {
 	// span is the model call's, not yet priced; nil when the model was
 	// not asked, or failed without saying what it spent.
 	span *costs.Span
+	// plan is what the conversation does once the review is posted
+	// (conversation.go); nil without one.
+	plan *convPlan
+	// head is the head the semantic review has covered so far: this one
+	// when the model reviewed it, else the one before.
+	head string
 }
 
 // semantic runs the model reviewer after validation, when one is
@@ -46,8 +58,14 @@ type semanticResult struct {
 // change the outcome or the conclusion; a failure is recorded and the
 // validation review posts anyway.
 func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec *validation.Record) semanticResult {
-	if p.Reviewer == nil || !semanticApplies(rec.Outcome) {
+	if p.Reviewer == nil {
 		return semanticResult{}
+	}
+	// The head reviewed so far is carried through a head the model does
+	// not review, so the next review stays incremental.
+	prev := p.semanticHead(ctx, j)
+	if !semanticApplies(rec.Outcome) {
+		return semanticResult{head: prev}
 	}
 	sec := &SemanticSection{}
 	note := func(s string) { rec.Notes = append(rec.Notes, "semantic review: "+s) }
@@ -56,47 +74,113 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 		sec.Why = "the review memory could not be read, so the model was not asked"
 		note(sec.Why)
 		p.Logger.Warn("review memory not read", "job_id", j.ID, "path", v.memoryPath, "err", err)
-		return semanticResult{section: sec}
+		return semanticResult{section: sec, head: prev}
 	}
 	if run, why := SemanticShouldRun(SkipInput{Flag: p.SkipSemanticOnValidationFailure, Memory: memory,
 		Findings: rec.Findings, Changed: v.files}); !run {
 		sec.Why = why
 		note("not run: " + why)
-		return semanticResult{section: sec}
+		return semanticResult{section: sec, head: prev}
 	}
-	diff := Diff{}
+	full := Diff{}
 	for _, f := range v.files {
-		diff.Files = append(diff.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
+		full.Files = append(full.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
+	}
+	threads, conv := p.threads(ctx, j)
+	sc := p.reviewScope(ctx, j, full, prev)
+	conv.Scope, conv.Since, conv.Why = sc.kind, sc.since, sc.why
+	sec.Conversation = conv
+	if sc.kind == ScopeIncremental {
+		note(fmt.Sprintf("incremental: the model was sent the changes since %s (%d %s)", shortHead(sc.since), len(sc.diff.Files), plural(len(sc.diff.Files), "file", "files")))
+		if len(sc.diff.Files) == 0 {
+			sec.Why = "nothing in the pull request's files changed since the last reviewed head " + shortHead(sc.since)
+			note("not run: " + sec.Why)
+			return semanticResult{section: sec, head: j.HeadSHA} // the threads stand as they are
+		}
+	} else {
+		note("the model was sent the whole pull request" + prefixed(": ", sc.why))
 	}
 	started := time.Now()
-	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: diff, Record: *rec, Findings: rec.Findings, Memory: memory})
+	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: sc.diff, Record: *rec, Findings: rec.Findings, Memory: memory,
+		Earlier: earlierFindings(threads), Since: sc.since})
 	span := semanticSpan(out.Usage, started, time.Now())
 	sec.Model, sec.Notes = out.Usage.Model, out.Notes
 	if err != nil {
 		sec.Why = "the model's answer could not be used"
 		note(sec.Why)
 		p.Logger.Warn("semantic review failed", "job_id", j.ID, "err", err)
-		res := semanticResult{section: sec}
+		res := semanticResult{section: sec, head: prev}
 		if out.Usage.PromptTokens > 0 || out.Usage.CompletionTokens > 0 {
 			res.span = &span // the tokens were spent
 		}
 		return res
 	}
 	sec.Ran = true
-	onLines, body := InlineComments(out.Findings, diff)
+	onLines, body := InlineComments(out.Findings, full)
+	if conv.Unread {
+		body, onLines = append(onLines, body...), nil // nothing inline that could be a duplicate
+	}
 	for _, f := range body {
 		sec.Findings = append(sec.Findings, SanitizeModelFinding(f))
 	}
-	res := semanticResult{section: sec, span: &span}
+	texts := map[string]map[int]string{}
+	for _, f := range full.Files {
+		texts[f.Path] = RightLineText(f.Patch)
+	}
+	var comments []InlineComment
 	for _, f := range onLines {
 		s := SanitizeModelFinding(f)
-		res.comments = append(res.comments, InlineComment{Path: f.Path, Line: f.Line,
-			Body: fmt.Sprintf("%s **%s**: %s\n\n%s", severityMark(s.Severity), inline(string(s.Severity)), s.Title, s.Body)})
+		comments = append(comments, InlineComment{Path: f.Path, Line: f.Line,
+			Body:        fmt.Sprintf("%s **%s**: %s\n\n%s", severityMark(s.Severity), inline(string(s.Severity)), s.Title, s.Body),
+			Fingerprint: Fingerprint(f.Path, f.Title, texts[f.Path][f.Line])})
 	}
+	plan := planConversation(threads, comments, !conv.Unread, sc.kind, sc.touched, j.HeadSHA)
+	conv.Kept, conv.Resolved, conv.Open = plan.kept, plan.resolve, plan.told
+	res := semanticResult{section: sec, span: &span, comments: plan.post, plan: &plan, head: j.HeadSHA}
 	sec.Inline = len(res.comments)
-	note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines; %d prompt and %d completion tokens",
-		orUnknown(out.Usage.Model), len(out.Findings), len(onLines), out.Usage.PromptTokens, out.Usage.CompletionTokens))
+	note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines (%d new, %d already in a thread), %d earlier resolved, %d left open; %d prompt and %d completion tokens",
+		orUnknown(out.Usage.Model), len(out.Findings), len(onLines), len(plan.post), plan.kept, len(plan.resolve), len(plan.told),
+		out.Usage.PromptTokens, out.Usage.CompletionTokens))
 	return res
+}
+
+// semanticHead is the head the semantic review last covered, "" without
+// a History or when it cannot be read (the whole pull request is then
+// reviewed).
+func (p *Pipeline) semanticHead(ctx context.Context, j Job) string {
+	if p.History == nil {
+		return ""
+	}
+	h, err := p.History.SemanticHead(ctx, j)
+	if err != nil {
+		p.Logger.Warn("last reviewed head not read; reviewing the whole pull request", "job_id", j.ID, "err", err)
+		return ""
+	}
+	return h
+}
+
+// threads reads the pull request's review threads. Without a
+// Conversation there are none; when they cannot be read, the section
+// says so and no finding is posted inline (it could be a duplicate).
+func (p *Pipeline) threads(ctx context.Context, j Job) ([]Thread, *ConversationSection) {
+	conv := &ConversationSection{}
+	if p.Conversation == nil {
+		return nil, conv
+	}
+	ts, err := p.Conversation.Threads(ctx, j)
+	if err != nil {
+		p.Logger.Warn("review threads not read; findings go in the summary", "job_id", j.ID, "err", err)
+		conv.Unread = true
+		return nil, conv
+	}
+	return ts, conv
+}
+
+func prefixed(prefix, s string) string {
+	if s == "" {
+		return ""
+	}
+	return prefix + s
 }
 
 // semanticSpan is the model call's cost span, unpriced: its executor is
@@ -159,6 +243,7 @@ func writeSemantic(b *strings.Builder, s *SemanticSection) {
 		fmt.Fprintf(b, " %d %s on the changed lines.", s.Inline, plural(s.Inline, "comment is", "comments are"))
 	}
 	b.WriteString("\n\n")
+	writeConversation(b, s.Conversation)
 	for _, f := range s.Findings {
 		loc := ""
 		if f.Path != "" {

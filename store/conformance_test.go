@@ -34,6 +34,7 @@ var conformance = []struct {
 	{"CancelJobFromAnotherHandle", TestCancelJobFromAnotherHandle},
 	{"DashboardViews", TestDashboardViews},
 	{"QueueStats", TestQueueStats},
+	{"CommandDeliveries", TestCommandDeliveries},
 }
 
 // TestPostgres is the conformance suite on PostgreSQL: each test opens

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,9 +202,12 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 				t.Error(err)
 			}
 		})
+		// The newest file's number: migrations are numbered across
+		// branches, so the numbers may skip.
+		newest, _ := strconv.Atoi(strings.SplitN(slices.Max(files), "_", 2)[0])
 		v, err := db.SchemaVersion(context.Background())
-		if err != nil || v != len(files) {
-			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, len(files))
+		if err != nil || v != newest {
+			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, newest)
 		}
 	}
 }

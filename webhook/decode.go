@@ -169,7 +169,7 @@ func pick(key []byte, keys ...string) (int, error) {
 
 func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
 	i, err := pick(key, "action", "number", "installation", "repository", "pull_request", "changes", "repositories_removed",
-		"check_run", "check_suite")
+		"check_run", "check_suite", "issue", "comment")
 	if err != nil {
 		return false, err
 	}
@@ -202,6 +202,10 @@ func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
 		return true, objectPtr(s, depth, &p.CheckRun, (*checkRef).member)
 	case 8:
 		return true, objectPtr(s, depth, &p.CheckSuite, (*checkRef).member)
+	case 9:
+		return true, objectPtr(s, depth, &p.Issue, (*issueRef).member)
+	case 10:
+		return true, objectPtr(s, depth, &p.Comment, (*commentRef).member)
 	}
 	return false, s.skip(depth)
 }

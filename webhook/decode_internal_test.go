@@ -40,6 +40,18 @@ type stdPayload struct {
 	RepositoriesRemoved []stdRepo `json:"repositories_removed"`
 	CheckRun            *stdCheck `json:"check_run"`
 	CheckSuite          *stdCheck `json:"check_suite"`
+	Issue               *struct {
+		Number      int             `json:"number"`
+		PullRequest json.RawMessage `json:"pull_request"`
+	} `json:"issue"`
+	Comment *struct {
+		ID   int64  `json:"id"`
+		Body string `json:"body"`
+		User *struct {
+			Login string `json:"login"`
+			Type  string `json:"type"`
+		} `json:"user"`
+	} `json:"comment"`
 }
 
 type stdCheck struct {
@@ -85,6 +97,15 @@ func decodeStd(body []byte) (payload, error) {
 		}
 	}
 	p.CheckRun, p.CheckSuite = s.CheckRun.ref(), s.CheckSuite.ref()
+	if s.Issue != nil {
+		p.Issue = &issueRef{Number: s.Issue.Number, IsPR: len(s.Issue.PullRequest) > 0 && string(s.Issue.PullRequest) != "null"}
+	}
+	if c := s.Comment; c != nil {
+		p.Comment = &commentRef{ID: c.ID, Body: c.Body}
+		if c.User != nil {
+			p.Comment.User = &userRef{Login: c.User.Login, Type: c.User.Type}
+		}
+	}
 	p.BaseChanged = s.Changes != nil && len(s.Changes.Base) > 0 && string(s.Changes.Base) != "null"
 	if s.RepositoriesRemoved != nil {
 		p.RepositoriesRemoved = []repoRef{}
@@ -227,6 +248,8 @@ func FuzzDecodeMatchesEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"repositories_removed":[null,{"full_name":"a\u0041/b"}]}`))
 	f.Add([]byte(`{"action":"rerequested","check_run":{"id":1,"external_id":"7.2","head_sha":"a","app":{"id":3}},"check_suite":null}`))
 	f.Add([]byte(`{"check_suite":{"app":null,"head_sha":"\u0061"}}`))
+	f.Add([]byte(`{"action":"created","issue":{"number":2,"pull_request":{}},"comment":{"id":9,"body":"/gilf rerun","user":{"login":"a","type":"User"}}}`))
+	f.Add([]byte(`{"issue":{"pull_request":null},"comment":{"user":null}}`))
 	f.Fuzz(func(t *testing.T, body []byte) { compareDecoders(t, body) })
 }
 

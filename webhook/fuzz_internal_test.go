@@ -14,7 +14,7 @@ import (
 // table: they never panic, and whatever they accept as a job or a re-run
 // is well formed (a valid repo, a positive PR or job id, a hex head sha).
 func FuzzClassify(f *testing.F) {
-	for _, dir := range []string{"pull_request", "ping", "installation", "installation_repositories", "push", "check_run", "check_suite"} {
+	for _, dir := range []string{"pull_request", "ping", "installation", "installation_repositories", "push", "check_run", "check_suite", "issue_comment"} {
 		files, err := filepath.Glob(filepath.Join(shared.Data(f, "webhooks", dir), "*.json"))
 		if err != nil {
 			f.Fatal(err)
@@ -42,7 +42,7 @@ func FuzzClassify(f *testing.F) {
 			return
 		}
 		for _, app := range []int64{0, 2, 29310} {
-			d := classify(event, p, app)
+			d := classify(event, p, rules{appID: app, commands: true, slug: "gilf"})
 			if d.status == "" || d.code == 0 {
 				t.Fatalf("empty decision %+v", d)
 			}
@@ -98,10 +98,10 @@ func TestBaseRefLimit(t *testing.T) {
 		return payload{Action: "opened", Installation: &idRef{ID: 1}, Repository: &repoRef{FullName: "o/r"},
 			PullRequest: &prRef{Number: 1, HeadSHA: strings.Repeat("a", 40), HeadRepo: &repoRef{FullName: "o/r"}, BaseRef: ref}}
 	}
-	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen)), 0); d.job == nil {
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen)), rules{}); d.job == nil {
 		t.Fatalf("ref at the limit: %+v", d)
 	}
-	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen+1)), 0); d.status != validation.DeliveryInvalid {
+	if d := classify("pull_request", pr(strings.Repeat("b", MaxRefLen+1)), rules{}); d.status != validation.DeliveryInvalid {
 		t.Fatalf("ref over the limit: %+v", d)
 	}
 }

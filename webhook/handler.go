@@ -78,6 +78,12 @@ type Config struct {
 	// client the guard counts (the operator's reverse proxies); for any
 	// other peer, its own address is the client.
 	TrustedProxies []netip.Prefix
+	// Commands: pull-request comments addressed to gilf are queued for
+	// the command worker (comment.go); off, every comment is ignored.
+	// AppSlug is the App's slug for the "@<slug> <command>" form; empty
+	// accepts "/gilf <command>" only.
+	Commands bool
+	AppSlug  string
 }
 
 // Handler is the http.Handler for POST /webhook.
@@ -92,6 +98,7 @@ type Handler struct {
 	allow   Allowlist
 	bad     *failguard.Guard
 	trusted []netip.Prefix
+	rules   rules
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
@@ -119,6 +126,7 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 		h.now = time.Now
 	}
 	h.allow = cfg.Allow
+	h.rules = rules{appID: cfg.AppID, commands: cfg.Commands, slug: cfg.AppSlug}
 	h.trusted = append([]netip.Prefix(nil), cfg.TrustedProxies...)
 	h.bad = newBadSignatures(cfg.BadSignatureLimit, cfg.BadSignatureWindow, h.now)
 	return h, nil
@@ -196,17 +204,20 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	case decodeErr != nil && !actsOn(event):
 		// Nothing of it would be used: keep it, answer as for any other
 		// ignored event, so GitHub shows no failure for events gilf skips.
-		dec, decodeErr = classify(event, payload{}, h.appID), nil
+		dec, decodeErr = classify(event, payload{}, h.rules), nil
 	case decodeErr != nil:
 		dec = invalid(decodeErr.Error())
 	default:
-		dec = classify(event, p, h.appID)
+		dec = classify(event, p, h.rules)
 		del.Action = p.Action
 		if p.Installation != nil {
 			del.InstallationID = p.Installation.ID
 		}
 		if p.Repository != nil && validRepo(p.Repository.FullName) {
 			del.Repo = p.Repository.FullName
+		}
+		if p.Issue != nil && p.Issue.IsPR && p.Issue.Number > 0 {
+			del.PR = p.Issue.Number
 		}
 		if p.PullRequest != nil {
 			del.PR = p.PullRequest.Number
@@ -218,8 +229,10 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 			del.HeadSHA = c.HeadSHA
 		}
 	}
+	command := event == "issue_comment" && dec.status == validation.DeliveryQueued
 	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) ||
-		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) {
+		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) ||
+		command && !h.allow.allows(del.InstallationID, del.Repo) {
 		dec = notAllowed()
 	}
 	del.Status, del.Reason, del.Cancel, del.Rerun = dec.status, dec.reason, dec.cancel, dec.rerun

@@ -226,7 +226,7 @@ func TestActionTable(t *testing.T) {
 		{"check_suite rerequested, App id not configured", "check_suite", file("check_suite", "rerequested"), 0,
 			want{202, validation.DeliveryIgnored, false, 0, "App id is not configured"}},
 		{"push", "push", file("push", "payload"), 0, want{202, validation.DeliveryIgnored, false, 0, "push"}},
-		{"issue_comment", "issue_comment", file("issue_comment", "created"), 0, want{202, validation.DeliveryIgnored, false, 0, "issue_comment"}},
+		{"issue_comment", "issue_comment", file("issue_comment", "created"), 0, want{202, validation.DeliveryIgnored, false, 0, "commands in comments are off"}},
 		{"pull_request_review", "pull_request_review", file("pull_request_review", "submitted"), 0, want{202, validation.DeliveryIgnored, false, 0, ""}},
 	}
 	for _, tt := range tests {

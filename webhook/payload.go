@@ -23,6 +23,9 @@ type payload struct {
 	// check_suite events.
 	CheckRun   *checkRef
 	CheckSuite *checkRef
+	// Issue and Comment are issue_comment's (comment.go).
+	Issue   *issueRef
+	Comment *commentRef
 }
 
 // checkRef is what intake reads of a check run or a check suite (a suite
@@ -87,16 +90,15 @@ type decision struct {
 // is recorded and ignored (ping is answered).
 func actsOn(event string) bool {
 	switch event {
-	case "pull_request", "installation", "installation_repositories", "check_run", "check_suite":
+	case "pull_request", "installation", "installation_repositories", "check_run", "check_suite", "issue_comment":
 		return true
 	}
 	return false
 }
 
 // classify is the action table. It is pure: the same event, payload and
-// App id always give the same decision. appID is gilf's own App id (0:
-// not configured, so no re-run is ours).
-func classify(event string, p payload, appID int64) decision {
+// rules always give the same decision.
+func classify(event string, p payload, r rules) decision {
 	switch event {
 	case "ping":
 		return decision{status: validation.DeliveryRecorded, reason: "ping", code: 200}
@@ -121,7 +123,9 @@ func classify(event string, p payload, appID int64) decision {
 	case "pull_request":
 		return classifyPR(p)
 	case "check_run", "check_suite":
-		return classifyRerun(event, p, appID)
+		return classifyRerun(event, p, r.appID)
+	case "issue_comment":
+		return classifyComment(p, r)
 	}
 	return decision{status: validation.DeliveryIgnored, reason: "event " + event + " is not acted on", code: 202}
 }

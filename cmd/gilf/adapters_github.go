@@ -137,21 +137,22 @@ func (g githubPublisher) Publish(ctx context.Context, j review.Job, p review.Pub
 	}
 	comments := make([]github.ReviewComment, len(p.Comments))
 	for i, c := range p.Comments {
-		comments[i] = github.ReviewComment{Path: c.Path, Line: c.Line, Side: "RIGHT", Body: c.Body}
+		comments[i] = github.ReviewComment{Path: c.Path, Line: c.Line, Side: "RIGHT", Body: c.Body, Fingerprint: c.Fingerprint}
 	}
 	got, err := g.c.Publish(ctx, repoOf(j), j.Number, github.Publication{
-		JobID:       j.PublicationID(),
-		HeadSHA:     p.HeadSHA,
-		Body:        p.Body,
-		Event:       p.Event,
-		NoReview:    p.NoReview,
-		Conclusion:  p.Conclusion,
-		Title:       p.Title,
-		Summary:     p.Summary,
-		Text:        p.Text,
-		DetailsURL:  p.DetailsURL,
-		Annotations: annotations,
-		Comments:    comments,
+		JobID:        j.PublicationID(),
+		HeadSHA:      p.HeadSHA,
+		Body:         p.Body,
+		Event:        p.Event,
+		NoReview:     p.NoReview,
+		Conclusion:   p.Conclusion,
+		Title:        p.Title,
+		Summary:      p.Summary,
+		Text:         p.Text,
+		DetailsURL:   p.DetailsURL,
+		Annotations:  annotations,
+		Comments:     comments,
+		SemanticHead: p.SemanticHead,
 	})
 	if errors.Is(err, github.ErrStaleHead) {
 		return fmt.Errorf("%w: %w", review.ErrStaleHead, err)

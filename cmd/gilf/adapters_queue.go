@@ -65,7 +65,17 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
-	return review.Claim{Job: jobOf(j), Token: j.Lease.Gen}, true, nil
+	rj := jobOf(j)
+	if j.Rerun > 0 {
+		// A re-run carries why it was asked in the job's reason: the
+		// review command asks for the whole pull request's review.
+		st, err := q.db.JobState(ctx, j.ID)
+		if err != nil {
+			q.log.Warn("reason of a re-run not read; reviewing incrementally", "job_id", j.ID, "err", err)
+		}
+		rj.FullReview = err == nil && fullReviewAsked(st.Reason)
+	}
+	return review.Claim{Job: rj, Token: j.Lease.Gen}, true, nil
 }
 
 // jobOf converts a claimed store job. A repository name without an owner

@@ -245,8 +245,10 @@ func doctorGitHub(ctx context.Context, r *doctorReport, sc ServeConfig, a AppCre
 		r.add(levelFail, "github events", "the App is not subscribed to pull_request: no pull request would be reviewed")
 	case len(lacks) > 0:
 		r.add(levelWarn, "github events", "the App is not subscribed to %s: GitHub's Re-run button does nothing", strings.Join(lacks, ", "))
+	case !slices.Contains(got.Events, "issue_comment"):
+		r.add(levelWarn, "github events", "the App is not subscribed to issue_comment: commands in pull-request comments (/gilf rerun) never arrive")
 	default:
-		r.add(levelOK, "github events", "pull_request, check_run, check_suite")
+		r.add(levelOK, "github events", "pull_request, check_run, check_suite, issue_comment")
 	}
 }
 

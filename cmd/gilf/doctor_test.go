@@ -64,7 +64,9 @@ func goodPermissions() map[string]string {
 	return map[string]string{"checks": "write", "pull_requests": "write", "contents": "read", "metadata": "read"}
 }
 
-func goodEvents() []string { return []string{"pull_request", "check_run", "check_suite"} }
+func goodEvents() []string {
+	return []string{"pull_request", "check_run", "check_suite", "issue_comment"}
+}
 
 // runDoctorIn runs gilf doctor in process with env and returns its exit
 // code and report lines by check name ("LEVEL detail").
@@ -97,7 +99,7 @@ func TestDoctorOK(t *testing.T) {
 		"environment":                 "ok no unknown GILF_* variable",
 		"github app":                  "ok App gilf (id 4242) at " + w.srv.URL,
 		"github permissions":          "ok checks: write, pull_requests: write, contents: read, metadata: read",
-		"github events":               "ok pull_request, check_run, check_suite",
+		"github events":               "ok pull_request, check_run, check_suite, issue_comment",
 		"webhook secret":              "ok " + strconv.Itoa(len(serveSecret)) + " bytes",
 		"default executor":            "ok self-host (chosen by GILF_VALIDATION_EXECUTOR)",
 		"executor self-host":          "ok ",
@@ -200,6 +202,8 @@ func TestDoctorAppSetUp(t *testing.T) {
 			"ok ", "FAIL the App is not subscribed to pull_request", exitFailed},
 		{"no check events", goodPermissions(), []string{"pull_request"},
 			"ok ", "warn the App is not subscribed to check_run, check_suite", exitOK},
+		{"no comment events", goodPermissions(), []string{"pull_request", "check_run", "check_suite"},
+			"ok ", "warn the App is not subscribed to issue_comment", exitOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

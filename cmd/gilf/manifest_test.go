@@ -54,7 +54,7 @@ func TestGitHubAppManifest(t *testing.T) {
 	if diff := cmp.Diff(requiredPermissions(), m.DefaultPermissions); diff != "" {
 		t.Errorf("default_permissions differ from what gilf doctor requires (-doctor +manifest):\n%s", diff)
 	}
-	if diff := cmp.Diff([]string{"pull_request", "check_run", "check_suite"}, m.DefaultEvents); diff != "" {
+	if diff := cmp.Diff([]string{"pull_request", "check_run", "check_suite", "issue_comment"}, m.DefaultEvents); diff != "" {
 		t.Errorf("default_events (-want +got):\n%s", diff)
 	}
 }

@@ -159,7 +159,8 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
 	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
-			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
+			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies,
+			Commands: cfg.Commands.Enabled, AppSlug: cfg.Commands.Slug})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
@@ -232,6 +233,18 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		log.Info("workers stopped")
 		return err
 	})
+	if cfg.Commands.Enabled {
+		cw, err := review.NewCommandWorker(review.CommandWorker{
+			Queue: storeCommands{db: db, owner: owner}, Runs: storeCommands{db: db, owner: owner},
+			GitHub: githubCommands{c: gc}, PRs: githubPRs{c: gc},
+			Slug: cfg.Commands.Slug, RunsPerHour: cfg.Commands.RunsPerHour, Logger: log,
+			Secrets: secrets, Internals: internalPaths(cfg.DataDir),
+		})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return cw.Run(gctx) })
+	}
 	// Another replica's intake queued a job: wake an idle worker here
 	// (PostgreSQL's LISTEN/NOTIFY; a no-op on SQLite).
 	g.Go(func() error { return db.Listen(gctx, wake) })
@@ -386,6 +399,8 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		PRs:                             githubPRs{c: gc},
 		Checkouts:                       githubPRs{c: gc},
 		Publisher:                       githubPublisher{c: gc, posted: db},
+		Conversation:                    githubConversation{c: gc, botLogin: botLogin(cfg.Commands.Slug)},
+		History:                         githubConversation{c: gc, botLogin: botLogin(cfg.Commands.Slug)},
 		Executors:                       set,
 		Selection:                       cfg.Validation.Selection(),
 		Worker:                          worker,

@@ -53,6 +53,10 @@ type ReviewComment struct {
 	// in it is neutralized here and it is clipped to
 	// MaxReviewCommentBytes.
 	Body string
+	// Fingerprint, when set (16 lower-case hex digits), is added as a
+	// hidden FindingMarker line after the body, so a later run finds the
+	// finding's thread (conversation.go); any other value is left out.
+	Fingerprint string
 }
 
 // sendable says whether GitHub would accept c on a diff: a path, a line,
@@ -76,8 +80,19 @@ func (c ReviewComment) wire() *gh.DraftReviewComment {
 		Path: gh.Ptr(c.Path),
 		Line: gh.Ptr(c.Line),
 		Side: gh.Ptr(side),
-		Body: gh.Ptr(clip(strings.ReplaceAll(c.Body, markerPrefix, neutralPrefix), MaxReviewCommentBytes)),
+		Body: gh.Ptr(c.wireBody()),
 	}
+}
+
+// wireBody is the body as sent: neutralized, clipped, and ending with the
+// fingerprint marker when there is one.
+func (c ReviewComment) wireBody() string {
+	body := strings.ReplaceAll(c.Body, markerPrefix, neutralPrefix)
+	if !fingerprintRe.MatchString(c.Fingerprint) {
+		return clip(body, MaxReviewCommentBytes)
+	}
+	m := "\n\n" + FindingMarker(c.Fingerprint)
+	return clip(body, MaxReviewCommentBytes-len(m)) + m
 }
 
 // sendableComments keeps, in order, the comments GitHub would accept, at

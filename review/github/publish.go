@@ -67,6 +67,10 @@ type Publication struct {
 	// time; one GitHub would refuse (no path, line or message, an
 	// unknown level) is left out and logged.
 	Annotations []Annotation
+	// SemanticHead, when set (a full commit id), is the head the
+	// semantic review has covered so far: a hidden header line of the
+	// summary, read back by SemanticHead for the next incremental review.
+	SemanticHead string
 	// Comments are posted as one more COMMENT review of this job, inline
 	// on the diff at HeadSHA (comments.go), at most MaxReviewComments of
 	// them; none is posted when empty (or with NoReview).

@@ -84,6 +84,9 @@ var (
 // headResult is one head's result as the summary records it.
 type headResult struct {
 	sha, job, title string
+	// sem is the head the semantic review covered (conversation.go);
+	// only the current head's is written.
+	sem string
 }
 
 // PostReview publishes p's reviews on the pull request (see
@@ -128,7 +131,7 @@ func (c *Client) publishReviews(ctx context.Context, g *gh.Client, r Repo, numbe
 }
 
 func (c *Client) publishSummary(ctx context.Context, g *gh.Client, r Repo, number int, p Publication, reviews []*gh.PullRequestReview, out *Posted) error {
-	cur := headResult{sha: p.HeadSHA, job: p.JobID, title: historyTitle(p.Title)}
+	cur := headResult{sha: p.HeadSHA, job: p.JobID, title: historyTitle(p.Title), sem: p.SemanticHead}
 	body := summaryBody(p.JobID, p.Body)
 	sum := findSummary(reviews)
 	if sum == nil {
@@ -320,7 +323,8 @@ func summaryBody(jobID, body string) string {
 // first, then the body is clipped.
 func renderSummary(cur headResult, body string, history []headResult) string {
 	header := SummaryMarker + "\n" + Marker(cur.job) + "\n" +
-		"<!-- gilf:head sha=" + url.QueryEscape(cur.sha) + " title=" + url.QueryEscape(cur.title) + " -->\n"
+		"<!-- gilf:head sha=" + url.QueryEscape(cur.sha) + " title=" + url.QueryEscape(cur.title) + " -->\n" +
+		semanticLine(cur.sem)
 	history = history[:min(len(history), MaxSummaryHistory)]
 	for {
 		block := historyBlock(history)

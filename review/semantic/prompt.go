@@ -59,6 +59,7 @@ func userMessage(in review.SemanticInput, budget int) (msg string, notes []strin
 	if in.Diff.Omitted != "" {
 		fmt.Fprintf(&fixed, "\nNot in this diff: %s\n", in.Diff.Omitted)
 	}
+	writeEarlier(&fixed, in)
 	head := fixed.String()
 	if len(head)+reserveForDiffNoteBytes > budget {
 		head = clip(head, max(0, budget-reserveForDiffNoteBytes))
@@ -122,6 +123,29 @@ func userMessage(in review.SemanticInput, budget int) (msg string, notes []strin
 		note = "\n[" + note + "]\n"
 	}
 	return head + "\nDiff:" + diff.String() + note, notes
+}
+
+// maxPromptEarlier caps the earlier findings listed as context.
+const maxPromptEarlier = 50
+
+// writeEarlier tells the model what an incremental review is and lists
+// the findings already posted (issue 33): it reports one again, with the
+// same title, only when it still applies, so it stays in its thread.
+func writeEarlier(b *strings.Builder, in review.SemanticInput) {
+	if in.Since != "" {
+		fmt.Fprintf(b, "\nThis diff holds only the changes since commit %s, which was reviewed before; the rest of the pull request was reviewed then.\n", clip(in.Since, 64))
+	}
+	if len(in.Earlier) == 0 {
+		return
+	}
+	b.WriteString("\nFindings already posted on earlier commits (report one again, with exactly the same title, only if it still applies to this diff):\n")
+	for i, f := range in.Earlier {
+		if i == maxPromptEarlier {
+			fmt.Fprintf(b, "(gilf left out %d more earlier findings)\n", len(in.Earlier)-i)
+			break
+		}
+		fmt.Fprintf(b, "- %s line %d: %s\n", clip(f.Path, 400), f.Line, clip(f.Title, 300))
+	}
 }
 
 // clip keeps at most n bytes of s, cut on a rune boundary, saying how many

@@ -129,21 +129,12 @@ func (s *Server) repo(ep Endpoint, h func(http.ResponseWriter, *http.Request, ma
 	}
 }
 
-// checkToken classifies the request's credential.
+// checkToken classifies the request's credential: "token" only for an
+// installation token scoped to the path's repository.
 func (s *Server) checkToken(r *http.Request) string {
-	h := r.Header.Get("Authorization")
-	raw, ok := strings.CutPrefix(h, "Bearer ")
-	if !ok {
-		raw, ok = strings.CutPrefix(h, "token ")
-	}
-	if !ok {
-		return "none"
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	t, ok := s.tokens[raw]
-	if !ok || t.revoked || !s.opts.Now().Before(t.expires) {
-		return "invalid"
+	t, auth := s.installationToken(r)
+	if auth != "token" {
+		return auth
 	}
 	repo := r.PathValue("repo")
 	for _, n := range t.repos {
@@ -152,6 +143,26 @@ func (s *Server) checkToken(r *http.Request) string {
 		}
 	}
 	return "invalid"
+}
+
+// installationToken finds the request's installation token: "token"
+// when it is one that is valid now, else "none" or "invalid".
+func (s *Server) installationToken(r *http.Request) (token, string) {
+	h := r.Header.Get("Authorization")
+	raw, ok := strings.CutPrefix(h, "Bearer ")
+	if !ok {
+		raw, ok = strings.CutPrefix(h, "token ")
+	}
+	if !ok {
+		return token{}, "none"
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	t, ok := s.tokens[raw]
+	if !ok || t.revoked || !s.opts.Now().Before(t.expires) {
+		return token{}, "invalid"
+	}
+	return t, "token"
 }
 
 func (s *Server) number(w http.ResponseWriter, r *http.Request) bool {
@@ -199,16 +210,19 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, _ map[string]
 	var example []map[string]any
 	s.load("pulls.list-files.response.200.default.json", &example)
 	all := example
-	if s.opts.Files != nil {
+	s.mu.Lock()
+	files, patches := s.opts.Files, s.opts.Patches
+	s.mu.Unlock()
+	if files != nil {
 		all = nil
-		for _, name := range s.opts.Files {
+		for _, name := range files {
 			e := map[string]any{}
 			for k, v := range example[0] {
 				e[k] = v
 			}
 			e["filename"] = name
 			e["status"] = "modified"
-			if patch, ok := s.opts.Patches[name]; ok {
+			if patch, ok := patches[name]; ok {
 				e["patch"] = patch
 			}
 			all = append(all, e)

@@ -37,6 +37,7 @@ func (s *Server) createReview(w http.ResponseWriter, r *http.Request, body map[s
 			s.reviewComments = map[int64][]map[string]any{}
 		}
 		s.reviewComments[s.nextID] = comments
+		s.openThreadsLocked(comments)
 	}
 	writeJSON(w, http.StatusOK, cloneValue(rv))
 }

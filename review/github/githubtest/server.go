@@ -188,6 +188,8 @@ type Server struct {
 	// reviewComments are the inline comments posted with a review, by
 	// review id (GitHub lists them apart from the review).
 	reviewComments map[int64][]map[string]any
+	// conv is the conversation's state (conversation.go).
+	conv *conversation
 }
 
 // RateLimit is the primary rate limit every API answer reports, as
@@ -299,6 +301,7 @@ func New(t testing.TB, opts Options) *Server {
 	mux.HandleFunc("GET "+bp+"/app/hook/deliveries", s.app(ListDeliveries, s.listDeliveries))
 	mux.HandleFunc("POST "+bp+"/app/hook/deliveries/{id}/attempts", s.app(Redeliver, s.redeliver))
 	mux.HandleFunc("GET "+bp+"/app", s.app(GetApp, s.getApp))
+	s.conversationRoutes(mux, bp)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		s.record(r, "", "none", nil)
 		s.basicError(w, http.StatusNotFound, "Not Found")

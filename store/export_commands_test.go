@@ -1,0 +1,4 @@
+package store
+
+// SQLPendingCommands is the command poll's statement, for its benchmark.
+const SQLPendingCommands = sqlPendingCommands
