@@ -4,42 +4,45 @@ import "testing"
 
 // conformance are the tests of the store's contract: what every engine
 // must do the same way (intake, jobs and their leases, re-runs, runs,
-// operator actions, the dashboard's and the CLI's reads, retention).
-// TestPostgres runs each again on PostgreSQL; run on their own, they test
-// SQLite. Tests of one engine's machinery (SQLite's WAL, body log, busy
-// timeout, file backup) are not in the list.
+// operator actions, the dashboard's and the CLI's reads, retention). Each
+// takes the engine it runs on as a parameter; TestConformance runs every
+// one on every engine. Tests of one engine's machinery (SQLite's WAL,
+// busy timeout, file backup; PostgreSQL's replicas) are not in the list.
 var conformance = []struct {
 	name string
-	fn   func(*testing.T)
+	fn   func(*testing.T, engine)
 }{
-	{"RecordDeliveryStoresRawBodyAndJob", TestRecordDeliveryStoresRawBodyAndJob},
-	{"RecordDeliveryRejectsIncompleteInput", TestRecordDeliveryRejectsIncompleteInput},
-	{"RecordDeliveryJobLifecycle", TestRecordDeliveryJobLifecycle},
-	{"RecordDeliveryCancelsInstallation", TestRecordDeliveryCancelsInstallation},
-	{"RecordDeliveryAfterCloseFails", TestRecordDeliveryAfterCloseFails},
-	{"SameDeliveryConcurrently", TestSameDeliveryConcurrently},
-	{"ClaimLeaseAndFencing", TestClaimLeaseAndFencing},
-	{"RetryBackoffDeadAndFailed", TestRetryBackoffDeadAndFailed},
-	{"ExpiredLastLeaseEndsDead", TestExpiredLastLeaseEndsDead},
-	{"SupersedeStandalone", TestSupersedeStandalone},
-	{"RerunDoneAndDeadJobs", TestRerunDoneAndDeadJobs},
-	{"RerunOfOlderHeadIsNotRevived", TestRerunOfOlderHeadIsNotRevived},
-	{"RerunByHeadOverTwoPullRequests", TestRerunByHeadOverTwoPullRequests},
-	{"LabelAfterSkippedRunRequeues", TestLabelAfterSkippedRunRequeues},
-	{"NewDeliveryRequeuesDeadAndFailedJobs", TestNewDeliveryRequeuesDeadAndFailedJobs},
-	{"StaleDeliveryLeavesDeadJobDead", TestStaleDeliveryLeavesDeadJobDead},
-	{"MarkPostedMerges", TestMarkPostedMerges},
-	{"ListJobs", TestListJobs},
-	{"RetryJob", TestRetryJob},
-	{"CancelJobFromAnotherHandle", TestCancelJobFromAnotherHandle},
-	{"DashboardViews", TestDashboardViews},
-	{"QueueStats", TestQueueStats},
+	{"RecordDeliveryStoresRawBodyAndJob", testRecordDeliveryStoresRawBodyAndJob},
+	{"RecordDeliveryRejectsIncompleteInput", testRecordDeliveryRejectsIncompleteInput},
+	{"RecordDeliveryJobLifecycle", testRecordDeliveryJobLifecycle},
+	{"RecordDeliveryCancelsInstallation", testRecordDeliveryCancelsInstallation},
+	{"RecordDeliveryAfterCloseFails", testRecordDeliveryAfterCloseFails},
+	{"SameDeliveryConcurrently", testSameDeliveryConcurrently},
+	{"ClaimLeaseAndFencing", testClaimLeaseAndFencing},
+	{"RetryBackoffDeadAndFailed", testRetryBackoffDeadAndFailed},
+	{"ExpiredLastLeaseEndsDead", testExpiredLastLeaseEndsDead},
+	{"SupersedeStandalone", testSupersedeStandalone},
+	{"RerunDoneAndDeadJobs", testRerunDoneAndDeadJobs},
+	{"RerunOfOlderHeadIsNotRevived", testRerunOfOlderHeadIsNotRevived},
+	{"RerunByHeadOverTwoPullRequests", testRerunByHeadOverTwoPullRequests},
+	{"LabelAfterSkippedRunRequeues", testLabelAfterSkippedRunRequeues},
+	{"NewDeliveryRequeuesDeadAndFailedJobs", testNewDeliveryRequeuesDeadAndFailedJobs},
+	{"StaleDeliveryLeavesDeadJobDead", testStaleDeliveryLeavesDeadJobDead},
+	{"MarkPostedMerges", testMarkPostedMerges},
+	{"ListJobs", testListJobs},
+	{"RetryJob", testRetryJob},
+	{"CancelJobFromAnotherHandle", testCancelJobFromAnotherHandle},
+	{"DashboardViews", testDashboardViews},
+	{"QueueStats", testQueueStats},
 }
 
-// TestPostgres is the conformance suite on PostgreSQL: each test opens
-// its stores in a database of its own on the package's server.
-func TestPostgres(t *testing.T) {
-	for _, c := range conformance {
-		t.Run(c.name, c.fn)
+// TestConformance runs the conformance suite on each engine.
+func TestConformance(t *testing.T) {
+	for _, e := range engines {
+		t.Run(e.name, func(t *testing.T) {
+			for _, c := range conformance {
+				t.Run(c.name, func(t *testing.T) { c.fn(t, e) })
+			}
+		})
 	}
 }

@@ -145,7 +145,7 @@ func holdExclusive(t *testing.T, path string) (release func()) {
 // and nothing is stored; after the lock goes, the same delivery records.
 func TestLockedDatabaseFailsWithinBusyTimeout(t *testing.T) {
 	c := newClock()
-	db, path := openTest(t, c)
+	db, path := lite.openTest(t, c)
 	release := holdExclusive(t, path)
 	d := delivery("locked", []byte(`{}`), c.Now())
 	start := time.Now()
@@ -311,9 +311,9 @@ func TestDeferredUpgradeIsBusy(t *testing.T) {
 // TestSameDeliveryConcurrently (F21): the same GUID recorded at once
 // through two store handles makes one row and one job; both calls succeed,
 // exactly one as a duplicate.
-func TestSameDeliveryConcurrently(t *testing.T) {
+func testSameDeliveryConcurrently(t *testing.T, e engine) {
 	c := newClock()
-	path := newLocation(t)
+	path := e.newLocation(t)
 	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second} // see TestConcurrentWritersNeverBusy
 	dbs := []*store.DB{openAt(t, path, opts), openAt(t, path, opts)}
 	for round := range 10 {

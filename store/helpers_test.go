@@ -9,7 +9,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -68,31 +67,31 @@ func openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	return db
 }
 
-// openTest opens a fresh store on the engine under test (onPostgres) and
-// returns it with its location.
-func openTest(t testing.TB, c *clock) (*store.DB, string) {
-	t.Helper()
-	loc := newLocation(t)
-	return openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
+// engine is one engine under the conformance suite (conformance_test.go):
+// newLocation is where a fresh, empty store of it lives for one test.
+type engine struct {
+	name        string
+	newLocation func(t testing.TB) string
 }
 
 // pg is the package's PostgreSQL server (TestMain).
 var pg *pgtest.Server
 
-// postgresPrefix names the conformance run on PostgreSQL: every test run
-// under it (TestPostgres, conformance_test.go) opens PostgreSQL stores.
-const postgresPrefix = "TestPostgres/"
+var (
+	// lite is SQLite: a file in the test's temp dir. The tests of one
+	// engine's machinery outside the conformance suite run on it.
+	lite = engine{"sqlite", func(t testing.TB) string { return filepath.Join(t.TempDir(), "gilf.db") }}
+	// postgres is a new database on the package's PostgreSQL server.
+	postgres = engine{"postgres", func(t testing.TB) string { return pg.NewDatabase(t) }}
+	// engines are what the conformance suite runs on.
+	engines = []engine{lite, postgres}
+)
 
-func onPostgres(t testing.TB) bool { return strings.HasPrefix(t.Name(), postgresPrefix) }
-
-// newLocation is where a fresh, empty store lives for this test: a file
-// in its temp dir, or a new database on the package's PostgreSQL server.
-func newLocation(t testing.TB) string {
+// openTest opens a fresh store of e and returns it with its location.
+func (e engine) openTest(t testing.TB, c *clock) (*store.DB, string) {
 	t.Helper()
-	if onPostgres(t) {
-		return pg.NewDatabase(t)
-	}
-	return filepath.Join(t.TempDir(), "gilf.db")
+	loc := e.newLocation(t)
+	return openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
 }
 
 // payload is a real pull_request delivery body.

@@ -15,7 +15,7 @@ import (
 // A new delivery for the head of a job that ended dead or failed queues
 // the job again as a re-run: attempts start over and the run publishes
 // under a new id.
-func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
+func testNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T, e engine) {
 	for _, tt := range []struct {
 		name      string
 		transient bool
@@ -28,7 +28,7 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+			db := openAt(t, e.newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 			ctx := context.Background()
 			id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 			j, ok := claim(t, db, "w", time.Minute)
@@ -66,9 +66,9 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 
 // A delivery older than a newer head does not revive a dead job: it is
 // superseded, not re-run.
-func TestStaleDeliveryLeavesDeadJobDead(t *testing.T) {
+func testStaleDeliveryLeavesDeadJobDead(t *testing.T, e engine) {
 	c := newClock()
-	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := openAt(t, e.newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	t0 := c.Now()
 	id := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID

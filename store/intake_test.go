@@ -19,9 +19,9 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-func TestRecordDeliveryStoresRawBodyAndJob(t *testing.T) {
+func testRecordDeliveryStoresRawBodyAndJob(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	body := payload(t)
 	d := delivery("72d3162e-cc78-11e3-81ab-4c9367dc0958", body, c.Now())
 	res := record(t, db, d, spec(d.HeadSHA, c.Now()))
@@ -45,9 +45,9 @@ func TestRecordDeliveryStoresRawBodyAndJob(t *testing.T) {
 	}
 }
 
-func TestRecordDeliveryRejectsIncompleteInput(t *testing.T) {
+func testRecordDeliveryRejectsIncompleteInput(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	good := delivery("a1", []byte("{}"), c.Now())
 	tests := []struct {
 		name string
@@ -77,9 +77,9 @@ func TestRecordDeliveryRejectsIncompleteInput(t *testing.T) {
 	}
 }
 
-func TestRecordDeliveryJobLifecycle(t *testing.T) {
+func testRecordDeliveryJobLifecycle(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	body := []byte(`{}`)
 	t0 := c.Now()
 	ctx := context.Background()
@@ -149,7 +149,7 @@ func TestRecordDeliveryJobLifecycle(t *testing.T) {
 
 func TestRecordDeliveryWithoutInstallation(t *testing.T) {
 	c := newClock()
-	db, path := openTest(t, c)
+	db, path := lite.openTest(t, c)
 	d := delivery("no-inst", []byte(`{}`), c.Now())
 	d.InstallationID = 0
 	j := spec(sha(1), c.Now())
@@ -169,9 +169,9 @@ func TestRecordDeliveryWithoutInstallation(t *testing.T) {
 	}
 }
 
-func TestRecordDeliveryCancelsInstallation(t *testing.T) {
+func testRecordDeliveryCancelsInstallation(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	body := []byte(`{}`)
 	mk := func(id, repo string, inst int64) int64 {
 		d := delivery(id, body, c.Now())
@@ -266,7 +266,7 @@ func testBadItemFailsAlone(t *testing.T, maxBatch int) {
 	}
 }
 
-func TestRecordDeliveryAfterCloseFails(t *testing.T) {
+func testRecordDeliveryAfterCloseFails(t *testing.T, e engine) {
 	c := newClock()
 	db, err := store.Open(context.Background(), t.TempDir()+"/x.db", testLogger(t), store.Options{Now: c.Now})
 	if err != nil {

@@ -41,9 +41,9 @@ func TestBackoff(t *testing.T) {
 	}
 }
 
-func TestClaimLeaseAndFencing(t *testing.T) {
+func testClaimLeaseAndFencing(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	ctx := context.Background()
 	if _, ok := claim(t, db, "w1", time.Minute); ok {
 		t.Fatal("claimed from an empty store")
@@ -112,9 +112,9 @@ type rateLimited struct{ after time.Duration }
 func (e rateLimited) Error() string             { return "github: 429 rate limited" }
 func (e rateLimited) RetryAfter() time.Duration { return e.after }
 
-func TestRetryBackoffDeadAndFailed(t *testing.T) {
+func testRetryBackoffDeadAndFailed(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c) // jitter 0.5, base 30 s, cap 30 min, 5 attempts
+	db, _ := e.openTest(t, c) // jitter 0.5, base 30 s, cap 30 min, 5 attempts
 	ctx := context.Background()
 	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
 	for attempt := 1; attempt <= store.DefaultMaxAttempts; attempt++ {
@@ -178,9 +178,9 @@ func TestRetryBackoffDeadAndFailed(t *testing.T) {
 }
 
 // A job whose worker keeps dying ends dead when its last lease expires.
-func TestExpiredLastLeaseEndsDead(t *testing.T) {
+func testExpiredLastLeaseEndsDead(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
 	for attempt := 1; attempt <= store.DefaultMaxAttempts; attempt++ {
 		if j, ok := claim(t, db, "w", time.Second); !ok || j.Attempts != attempt {
@@ -197,9 +197,9 @@ func TestExpiredLastLeaseEndsDead(t *testing.T) {
 	}
 }
 
-func TestSupersedeStandalone(t *testing.T) {
+func testSupersedeStandalone(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	a := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
 	b := record(t, db, delivery("d2", []byte(`{}`), c.Now()), spec(sha(2), c.Now()))
 	// b (same update time) superseded a at intake; supersede b keeping head 3.

@@ -12,9 +12,9 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-func TestListJobs(t *testing.T) {
+func testListJobs(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	a := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 	c.Advance(time.Second)
 	other := spec(sha(2), c.Now())
@@ -64,9 +64,9 @@ func TestListJobs(t *testing.T) {
 	}
 }
 
-func TestRetryJob(t *testing.T) {
+func testRetryJob(t *testing.T, e engine) {
 	c := newClock()
-	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := openAt(t, e.newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 
@@ -110,9 +110,9 @@ func TestRetryJob(t *testing.T) {
 // An operator cancels through a second handle on the file, as `gilf jobs
 // cancel` does while `gilf serve` runs: the worker's lease is gone at its
 // next heartbeat, and its result is not kept.
-func TestCancelJobFromAnotherHandle(t *testing.T) {
+func testCancelJobFromAnotherHandle(t *testing.T, e engine) {
 	c := newClock()
-	path := newLocation(t)
+	path := e.newLocation(t)
 	serve := openAt(t, path, store.Options{Now: c.Now})
 	ops := openAt(t, path, store.Options{Now: c.Now})
 	ctx := context.Background()

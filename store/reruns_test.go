@@ -48,9 +48,9 @@ func rerunStateOf(t *testing.T, db *store.DB, id int64) rerunState {
 	return rerunState{st.State, st.Reason, st.Attempts, st.LastError, st.Reruns}
 }
 
-func TestRerunDoneAndDeadJobs(t *testing.T) {
+func testRerunDoneAndDeadJobs(t *testing.T, e engine) {
 	c := newClock()
-	path := newLocation(t)
+	path := e.newLocation(t)
 	// One attempt: a transient failure ends the job dead.
 	db := openAt(t, path, store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
@@ -130,9 +130,9 @@ func TestRerunDoneAndDeadJobs(t *testing.T) {
 	}
 }
 
-func TestRerunOfOlderHeadIsNotRevived(t *testing.T) {
+func testRerunOfOlderHeadIsNotRevived(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	const repo = "Codertocat/Hello-World"
 	t0 := c.Now()
 	old := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID
@@ -152,9 +152,9 @@ func TestRerunOfOlderHeadIsNotRevived(t *testing.T) {
 	}
 }
 
-func TestRerunByHeadOverTwoPullRequests(t *testing.T) {
+func testRerunByHeadOverTwoPullRequests(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	const repo = "Codertocat/Hello-World"
 	t0 := c.Now()
 	mk := func(id string, pr int, base string, at time.Time) int64 {
@@ -192,7 +192,7 @@ func TestRerunByHeadOverTwoPullRequests(t *testing.T) {
 
 // TestLabelAfterSkippedRunRequeues: a label change re-evaluates the
 // execution filters of a job whose last run was skipped, and of no other.
-func TestLabelAfterSkippedRunRequeues(t *testing.T) {
+func testLabelAfterSkippedRunRequeues(t *testing.T, e engine) {
 	for _, tt := range []struct {
 		name    string
 		outcome validation.Outcome
@@ -208,7 +208,7 @@ func TestLabelAfterSkippedRunRequeues(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			db, _ := openTest(t, c)
+			db, _ := e.openTest(t, c)
 			t0 := c.Now()
 			id := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID
 			finish(t, db, id, tt.outcome)
@@ -235,7 +235,7 @@ func TestLabelAfterSkippedRunRequeues(t *testing.T) {
 	}
 	t.Run("running job is left as is", func(t *testing.T) {
 		c := newClock()
-		db, _ := openTest(t, c)
+		db, _ := e.openTest(t, c)
 		id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
 		if _, ok := claim(t, db, "w", time.Minute); !ok {
 			t.Fatal("no claim")

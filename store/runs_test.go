@@ -16,7 +16,7 @@ func ptr[T any](v T) *T { return &v }
 
 func TestFinishRecordsEverything(t *testing.T) {
 	c := newClock()
-	db, path := openTest(t, c)
+	db, path := lite.openTest(t, c)
 	ctx := context.Background()
 	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
 	j, _ := claim(t, db, "w", time.Minute)
@@ -119,9 +119,9 @@ func TestFinishRecordsEverything(t *testing.T) {
 	}
 }
 
-func TestMarkPostedMerges(t *testing.T) {
+func testMarkPostedMerges(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	ctx := context.Background()
 	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
 	if _, ok, err := db.PostedReview(ctx, r.JobID); err != nil || ok {

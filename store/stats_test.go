@@ -14,9 +14,9 @@ import (
 // TestQueueStats: jobs are counted in every state, zero included, and the
 // oldest due job is the longest-waiting queued one that is due — not a
 // job waiting out its retry backoff.
-func TestQueueStats(t *testing.T) {
+func testQueueStats(t *testing.T, e engine) {
 	c := newClock()
-	db, _ := openTest(t, c)
+	db, _ := e.openTest(t, c)
 	ctx := context.Background()
 	stats := func() store.QueueStats {
 		t.Helper()

@@ -33,9 +33,9 @@ func finishRun(t *testing.T, db *store.DB, c *clock, id, repo string, pr int, he
 	return r.JobID, runID
 }
 
-func TestDashboardViews(t *testing.T) {
+func testDashboardViews(t *testing.T, e engine) {
 	c := newClock()
-	db := openAt(t, newLocation(t),
+	db := openAt(t, e.newLocation(t),
 		store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }, MaxAttempts: 1})
 	ctx := context.Background()
 	start := c.Now()
