@@ -23,7 +23,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -55,20 +54,9 @@ const (
 	DefaultCheckpointInterval = time.Second
 	// DefaultBusyCheckpointBytes is the WAL size past which the intake
 	// writer checkpoints the WAL itself, between two batches, so that it
-	// starts over. The checkpointer cannot get there alone while
-	// deliveries keep coming: a commit lands while it copies, so the WAL
-	// is never fully copied, and it grows. Below this size the writer
-	// leaves the copying to the checkpointer, beside its commits, because
-	// its own checkpoints stall every delivery waiting meanwhile: at 64
-	// concurrent deliveries on two CPUs, a writer checkpoint every 250 ms
-	// made p99 33–37 ms on 500 pull requests, one past 256 MiB 23–27 ms,
-	// with throughput the same or better. The writer's WAL is truncated
-	// back to this size when it starts over (journal_size_limit), so the
-	// file's size tells the writer when the WAL has passed it. Past it,
-	// the writer first has the checkpointer copy the WAL beside its
-	// commits, then checkpoints what was committed meanwhile:
-	// BenchmarkBusyCheckpointStall measured the stall at 0.43-0.66x of the
-	// writer copying everything itself.
+	// starts over (see the writer). The writer's WAL is truncated back to
+	// this size when it starts over (journal_size_limit), so the file's
+	// size tells the writer when the WAL has passed it.
 	DefaultBusyCheckpointBytes = 256 << 20
 	// DefaultBusyCheckpointInterval is how often at most the writer looks
 	// at the WAL's size (and checkpoints it, past
@@ -216,33 +204,6 @@ type DB struct {
 	wg       sync.WaitGroup
 	closer   sync.Once
 	ready    readyCache // see ready.go
-	// pipelined counts, for tests, the statements (chains and rounds) of
-	// the intake batches PostgreSQL recorded through pgx's pipeline
-	// (intake_postgres.go), and the chains SQLite recorded
-	// (intake_chain.go).
-	pipelined atomic.Int64
-	// busyCheckpoints counts, for tests and benchmarks, the intake
-	// writer's own checkpoints (see writer); busyFrames sums the WAL
-	// frames they found, busyCopied those they had to copy themselves,
-	// and busyStall the time they held the writer. prepared is how many
-	// of the WAL's frames were in the database file after the pass the
-	// writer asked for (ckNow), for its next checkpoint's busyCopied.
-	busyCheckpoints, busyFrames, busyCopied, busyStall atomic.Int64
-	prepared                                           atomic.Int64
-	// ckNow asks the checkpointer for a pass now (SQLite's writer, past
-	// BusyCheckpointBytes); ckPassed tells the writer it is over. Both
-	// hold one signal.
-	ckNow, ckPassed chan struct{}
-	// busyUnprepared makes the writer's own checkpoint copy everything
-	// itself, without the checkpointer's pass first: the baseline of
-	// BenchmarkBusyCheckpointStall, never set otherwise.
-	busyUnprepared bool
-	// firstStats is a PostgreSQL replica's first ANALYZE (postgres_stats.go).
-	firstStats firstStats
-	// soloAtOnce makes a solo new head supersede its older heads at once,
-	// one statement each, as every new head did before intake_solo.go:
-	// the baseline of BenchmarkSoloSupersede, never set otherwise.
-	soloAtOnce bool
 }
 
 // Open opens (creating when missing) the SQLite database at path, applies
@@ -298,7 +259,7 @@ func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (
 	}
 	d := &DB{engine: EngineSQLite, w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
 		reqs: []chan *intakeReq{make(chan *intakeReq)}, appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}, ckNow: make(chan struct{}, 1), ckPassed: make(chan struct{}, 1)}
+		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.durable(); err != nil { // the migrations just applied
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
 	}
@@ -399,10 +360,9 @@ func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v !=
 // checkpointer copies committed WAL frames into the database file every
 // CheckpointInterval, on its own connection, so commits (and the webhook
 // answers waiting on them) never pay for it; a busy writer checkpoints
-// itself too (see writer), after a pass it asks the checkpointer for
-// (ckNow, answered on ckPassed). A PASSIVE checkpoint runs beside the
-// writer's commits and copies the frames committed when it began — rows
-// whose bodies are durable, since a batch commits only after its bodies'
+// itself too (see writer). A PASSIVE checkpoint runs beside the writer's
+// commits and copies the frames committed when it began — rows whose
+// bodies are durable, since a batch commits only after its bodies'
 // fsync. A last checkpoint runs at Close.
 func (d *DB) checkpointer(ctx context.Context) {
 	defer d.wg.Done()
@@ -412,16 +372,6 @@ func (d *DB) checkpointer(ctx context.Context) {
 		select {
 		case <-t.C:
 			d.checkpoint(ctx, "PASSIVE")
-		case <-d.ckNow:
-			_, done := d.checkpoint(ctx, "PASSIVE")
-			d.prepared.Store(int64(done))
-			// No pass of the ticker's now, while the writer wants the
-			// connection for its own checkpoint.
-			t.Reset(d.opts.CheckpointInterval)
-			select {
-			case d.ckPassed <- struct{}{}:
-			default: // the writer has one to take already
-			}
 		case <-d.quit:
 			d.checkpoint(ctx, "TRUNCATE")
 			return

@@ -122,7 +122,7 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 	}
 	h := fnv.New32a()
 	if r.job != nil {
-		h.Write([]byte(prKey(r.job))) // the key rounds and chains group by
+		h.Write([]byte(prKey(r.job))) // the key prLocks locks
 	} else {
 		h.Write([]byte(r.d.ID))
 	}
@@ -131,52 +131,28 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 
 // writer takes one pending delivery of its queue, then every other
 // delivery already waiting there (up to MaxBatch), and commits them
-// together. It exits when the store closes; SQLite's one writer then
-// closes the appender's queue.
+// together: a group commit, one fsync for the batch. It exits when the
+// store closes; SQLite's one writer then closes the appender's queue.
 func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
 	if d.engine == EngineSQLite { // the one writer feeds the appender
 		defer close(d.appends)
 	}
 	lastLook := time.Now()
-	asked := false // for the checkpointer's pass before the writer's own
 	for {
-		if d.engine == EngineSQLite && !asked && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
-			// Only past BusyCheckpointBytes: until then the checkpointer
-			// copies the WAL beside the commits, and no delivery waits
-			// for it.
+		if d.engine == EngineSQLite && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
+			// Between two batches no commit races the checkpoint, so it
+			// copies the whole WAL and the next batch starts the WAL
+			// over instead of growing it: under a steady flow of
+			// deliveries the checkpointer's own passes never finish
+			// (a commit lands while they copy), and the WAL grows
+			// without bound. Only past BusyCheckpointBytes: below, the
+			// checkpointer copies beside the commits and no delivery
+			// waits (a writer checkpoint every 250 ms made p99 33–37 ms
+			// at 64 concurrent deliveries, one past 256 MiB 23–27 ms).
 			lastLook = time.Now()
 			if d.wal.past(d.opts.BusyCheckpointBytes) {
-				asked = true
-				if d.busyUnprepared {
-					d.ckPassed <- struct{}{}
-				} else {
-					d.ckNow <- struct{}{} // room for one: only the writer asks, once at a time
-				}
-			}
-		}
-		if asked {
-			select {
-			case <-d.ckPassed:
-				// Between two batches no commit can race the checkpoint,
-				// so it copies the whole WAL and the next batch starts
-				// the WAL over from its beginning instead of growing it.
-				// The checkpointer's pass, which ran beside the commits,
-				// copied all but the frames committed meanwhile, so the
-				// deliveries waiting now wait for those alone, not for up
-				// to CheckpointInterval's worth of frames.
-				start := time.Now()
-				frames, _ := d.checkpoint(ctx, "PASSIVE")
-				d.busyStall.Add(int64(time.Since(start)))
-				d.busyCheckpoints.Add(1)
-				d.busyFrames.Add(int64(frames))
-				copied := int64(frames) - d.prepared.Swap(0)
-				if copied < 0 { // the WAL started over since the pass
-					copied = int64(frames)
-				}
-				d.busyCopied.Add(copied)
-				asked, lastLook = false, time.Now()
-			default:
+				d.checkpoint(ctx, "PASSIVE")
 			}
 		}
 		var first *intakeReq
@@ -210,7 +186,6 @@ func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
 	for _, r := range batch {
 		r.stored.release()
 	}
-	d.noteJobs(ctx, res) // before the answers: a caller then finds it started
 	d.answer(batch, res)
 }
 
@@ -386,38 +361,19 @@ func (e *itemError) Unwrap() error { return e.err }
 // runBatch records a batch in one transaction: all or nothing. On
 // PostgreSQL a serialization conflict with another replica runs the whole
 // batch again (bounded by MaxSerializationRetries), and a batch that
-// queued a job notifies JobsChannel with its commit. A batch first runs
-// with pipeline set — PostgreSQL may send it through pgx's pipeline, and
-// either engine may record chains — and again without it when it met a
-// delivery that needs a follow-up (errFollowUp).
+// queued a job notifies JobsChannel with its commit.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
-	pipeline := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, ready, pipeline)
-		if errors.Is(err, errFollowUp) { // rolled back: round by round this time
-			pipeline, try = false, try-1
-			continue
-		}
-		var begin *beginError
-		if errors.As(err, &begin) && begin.pipeline {
-			// The pipeline did not begin: an ordinary transaction, whose
-			// begin database/sql retries on a fresh connection.
-			pipeline = false
-			continue
-		}
+		err := d.runBatchOnce(ctx, batch, results, ready)
 		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, pipeline bool) (err error) {
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) (err error) {
 	opts := d.txOptions()
 	locks, byPR := prLocks(batch)
-	if d.engine == EnginePostgres && byPR && pipeline && allNewHeads(batch) {
-		// The whole transaction in one round trip (intake_postgres.go).
-		return d.pipelineBatch(ctx, locks, batch, results)
-	}
 	if d.engine == EnginePostgres && byPR {
 		// Every delivery touches only its own pull request's jobs:
 		// deliveries of one pull request take turns on its lock, others
@@ -441,64 +397,13 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
-	if st.recordPG != nil && byPR {
-		// Every delivery touches only its own pull request: one statement
-		// records a round of them (see intake_postgres.go).
-		if queued, err = d.recordRounds(ctx, st, batch, results); err != nil {
-			return err
+	for i, r := range batch {
+		res, err := d.recordTx(ctx, st, r)
+		if err != nil {
+			return &itemError{i: i, err: err} // the caller logs it, once
 		}
-	} else {
-		// SQLite records a pull request's several new heads as a chain
-		// (intake_chain.go), at the place of the first of them.
-		// A new head alone in the batch with its pull request leaves the
-		// supersession of its older heads to one statement for all of
-		// them (intake_solo.go).
-		chainAt := map[int][]pgItem{}
-		inChain := map[int]bool{}
-		var solo []bool
-		later := &laterSupersessions{}
-		if d.engine == EngineSQLite && byPR && pipeline {
-			chains, _ := chainsOf(batch)
-			for _, c := range chains {
-				chainAt[c[0].i] = c
-				for _, it := range c {
-					inChain[it.i] = true
-				}
-			}
-			if !d.soloAtOnce {
-				solo = soloPRs(batch)
-			}
-		}
-		for i, r := range batch {
-			if c, ok := chainAt[i]; ok {
-				if err := d.recordChain(ctx, st, c, results); err != nil {
-					if errors.Is(err, errFollowUp) {
-						return err // rolled back: one by one this time
-					}
-					return &itemError{i: -1, err: err}
-				}
-				for _, it := range c {
-					queued = queued || claimable(results[it.i].res)
-				}
-				continue
-			}
-			if inChain[i] {
-				continue
-			}
-			var l *laterSupersessions
-			if solo != nil && solo[i] {
-				l = later
-			}
-			res, err := d.recordTx(ctx, st, r, l)
-			if err != nil {
-				return &itemError{i: i, err: err} // the caller logs it, once
-			}
-			results[i] = intakeRes{res: res}
-			queued = queued || claimable(res) // a job it made claimable
-		}
-		if err := d.supersedeLater(ctx, tx, later, d.nowMs()); err != nil {
-			return &itemError{i: -1, err: err}
-		}
+		results[i] = intakeRes{res: res}
+		queued = queued || claimable(res) // a job it made claimable
 	}
 	if queued && d.engine == EnginePostgres {
 		if _, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel); err != nil {
@@ -515,6 +420,25 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	}
 	return nil
 }
+
+// The statements around a PostgreSQL batch. sqlLockPRs takes the pull
+// requests' advisory locks in key order, so two batches never hold one
+// each of the other's (a deadlock PostgreSQL broke would run the batch
+// again).
+const (
+	sqlLockPRs    = `SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
+	sqlNotifyJobs = `SELECT pg_notify(?, '')`
+)
+
+// claimable reports whether recording a delivery made a job claimable:
+// new, queued again, re-run.
+func claimable(res validation.RecordResult) bool {
+	return !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
+}
+
+// prKey names a pull request: deliveries with one key share a writer
+// queue (queueOf) and an advisory lock (prLocks).
+func prKey(j *validation.JobSpec) string { return "pr:" + j.Repo + "#" + strconv.Itoa(j.PR) }
 
 // prLocks are the advisory lock keys of the pull requests a batch's jobs
 // belong to, sorted and distinct; byPR is false when a delivery also
@@ -538,21 +462,9 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 // supersession of older heads, its cancellation and its re-run. A new job
 // for a new head — almost every delivery — costs three statements: insert
 // the delivery, insert the job (or look it up), supersede.
-//
-// later, when set, takes the supersession of a solo new head's older heads
-// (intake_solo.go): its statements are then the delivery's insert, the
-// query of the pull request's newest update and older heads, and the
-// job's insert, and the batch supersedes for all of them at its end.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq, later *laterSupersessions) (validation.RecordResult, error) {
+func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
-	if st.recordPG != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
-		res, err := d.recordPostgres(ctx, st, []pgItem{{req: r}})
-		if err != nil {
-			return validation.RecordResult{}, err
-		}
-		return res[0], nil
-	}
 	inserted, err := d.insertDelivery(ctx, st, r)
 	if err != nil {
 		return res, err
@@ -562,7 +474,7 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq, later *l
 	}
 	now := d.nowMs()
 	if job != nil {
-		if res, err = d.recordJob(ctx, st, del, job, now, later); err != nil {
+		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
 			return res, err
 		}
 	}
@@ -648,29 +560,15 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 
 // recordJob creates the job a delivery asks for, or attaches the delivery
 // to the existing job for the same reviewed state, and supersedes older
-// heads of the pull request.
-//
-// later, when set (a solo new head, intake_solo.go), takes the
-// supersession of the older heads, to run at the end of the batch.
-func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64, later *laterSupersessions) (validation.RecordResult, error) {
+// heads of the pull request. A new job for a new reviewed state — almost
+// every delivery — is inserted at once, queued or (when a newer head was
+// received already) superseded; an existing one is looked up and touched.
+func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
-	updated := ms(job.PRUpdatedAt)
-	// A new job for a new reviewed state — almost every delivery — is
-	// inserted at once, queued or (when a newer head was received
-	// already) superseded; an existing one is looked up and touched.
 	var created string
-	var older []int64
-	var err error
-	switch {
-	case later != nil:
-		res.JobID, created, older, err = insertSoloJobSQLite(ctx, st, del, job, updated, now)
-	case d.engine == EngineSQLite:
-		res.JobID, created, err = insertJobSQLite(ctx, st, del, job, updated, now)
-	default:
-		err = st.insJob.QueryRowContext(ctx,
-			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-			updated, staleReason, now).Scan(&res.JobID, &created)
-	}
+	err := st.insJob.QueryRowContext(ctx,
+		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+		ms(job.PRUpdatedAt), staleReason, now).Scan(&res.JobID, &created)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return d.attachJob(ctx, st, job, now)
@@ -678,10 +576,7 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		return res, fmt.Errorf("insert job: %w", err)
 	}
 	res.JobState, res.JobCreated = created, true
-	if created == string(StateQueued) && later != nil {
-		later.add(older, supersedeReason(job.HeadSHA, res.JobID))
-		res.Superseded = len(older)
-	} else if created == string(StateQueued) {
+	if created == string(StateQueued) {
 		n, err := supersedeOlder(ctx, st, job, res.JobID, now)
 		if err != nil {
 			return res, err
@@ -689,46 +584,6 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		res.Superseded = n
 	}
 	return res, nil
-}
-
-// insertJobSQLite is sqlInsJob in two plain statements (SQLite): the
-// pull request's newest update time (sqlNewestUpdate), then the job with
-// the state it decides (sqlInsJobAs, its id drawn by SQLite).
-// sql.ErrNoRows means the reviewed state has its job. The newest update
-// may be that job's own, but then nothing is inserted, and attachJob
-// decides with the pull request's other heads only.
-//
-// sqlInsJob's INSERT … SELECT reads the table it writes, and SQLite
-// copies its row into a temporary table first; its RETURNING keeps
-// another: measured 11–14% of the writer's statement time on 500 pull
-// requests, with each plan chosen at random per batch.
-func insertJobSQLite(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, updated, now int64) (int64, string, error) {
-	var newest sql.NullInt64
-	err := st.newestUpdate.QueryRowContext(ctx, job.Repo, job.PR).Scan(&newest)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, "", fmt.Errorf("newest update of %s#%d: %w", job.Repo, job.PR, err)
-	}
-	return insertJobAs(ctx, st, del, job, updated, now, newest)
-}
-
-// insertJobAs inserts the job (sqlInsJobAs) queued, or superseded when
-// the pull request's newest update time is later than its own; its id,
-// its state, or sql.ErrNoRows when the reviewed state has its job.
-func insertJobAs(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, updated, now int64, newest sql.NullInt64) (int64, string, error) {
-	state, reason := StateQueued, ""
-	if planChain([]int64{updated}, newest.Int64, newest.Valid)[0].stale { // a chain of one
-		state, reason = StateSuperseded, staleReason
-	}
-	r, err := st.insJobAs.ExecContext(ctx, nil, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
-		nullInt(job.InstallationID), del.ID, job.Trigger, updated, string(state), reason, now)
-	if err != nil {
-		return 0, "", err
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return 0, "", cmp.Or(err, sql.ErrNoRows)
-	}
-	id, err := r.LastInsertId()
-	return id, string(state), err
 }
 
 // attachJob attaches another trigger to the existing job of a reviewed
@@ -917,12 +772,6 @@ func jsonEach(e Engine, param string) string {
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
-	recordPG                                                                      *sql.Stmt // PostgreSQL only
-	newestUpdate, maxJobID, insJobAs                                              *sql.Stmt // SQLite only (intake_chain.go)
-	newestOlder                                                                   *sql.Stmt // SQLite only (intake_solo.go)
-	// SQLite only (intake_solo.go): sqlSupersedeByID of 1, 2, 4, …
-	// MaxSupersedeByID ids, bound to a transaction when used.
-	byID []*sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -936,7 +785,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.dupJob, sqlDupJob},
 		{&s.healBody, sqlHealBody},
 		{&s.lookupJob, sqlLookupJob},
-		{&s.insJob, map[Engine]string{EnginePostgres: sqlInsJob}[e]},
+		{&s.insJob, sqlInsJob},
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
 		{&s.cancel, fmt.Sprintf(sqlCancel, jsonEach(e, "?5"))},
@@ -944,29 +793,12 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.rerunState, sqlRerunState},
 		{&s.rerunHead, sqlRerunHead},
 		{&s.lastOutcome, sqlLastOutcome},
-		{&s.recordPG, map[Engine]string{EnginePostgres: sqlRecordPostgres}[e]},
-		{&s.newestUpdate, map[Engine]string{EngineSQLite: sqlNewestUpdate}[e]},
-		{&s.maxJobID, map[Engine]string{EngineSQLite: sqlMaxJobID}[e]},
-		{&s.insJobAs, map[Engine]string{EngineSQLite: sqlInsJobAs}[e]},
-		{&s.newestOlder, map[Engine]string{EngineSQLite: sqlNewestAndOlder}[e]},
 	} {
-		if p.q == "" {
-			continue
-		}
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
 			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
 		}
 		*p.dst = st
-	}
-	if e == EngineSQLite {
-		for size := range byIDSizes {
-			st, err := w.PrepareContext(ctx, sqlSupersedeByID(1<<size))
-			if err != nil {
-				return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
-			}
-			s.byID = append(s.byID, st)
-		}
 	}
 	return nil
 }
@@ -974,38 +806,25 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 	return boundStmts{
-		insDelivery:  tx.StmtContext(ctx, s.insDelivery),
-		dupJob:       tx.StmtContext(ctx, s.dupJob),
-		healBody:     tx.StmtContext(ctx, s.healBody),
-		lookupJob:    tx.StmtContext(ctx, s.lookupJob),
-		insJob:       stmtIn(ctx, tx, s.insJob),
-		touchJob:     tx.StmtContext(ctx, s.touchJob),
-		supersede:    tx.StmtContext(ctx, s.supersede),
-		cancel:       tx.StmtContext(ctx, s.cancel),
-		rerunJob:     tx.StmtContext(ctx, s.rerunJob),
-		rerunState:   tx.StmtContext(ctx, s.rerunState),
-		rerunHead:    tx.StmtContext(ctx, s.rerunHead),
-		lastOutcome:  tx.StmtContext(ctx, s.lastOutcome),
-		recordPG:     stmtIn(ctx, tx, s.recordPG),
-		newestUpdate: stmtIn(ctx, tx, s.newestUpdate),
-		maxJobID:     stmtIn(ctx, tx, s.maxJobID),
-		insJobAs:     stmtIn(ctx, tx, s.insJobAs),
-		newestOlder:  stmtIn(ctx, tx, s.newestOlder),
+		insDelivery: tx.StmtContext(ctx, s.insDelivery),
+		dupJob:      tx.StmtContext(ctx, s.dupJob),
+		healBody:    tx.StmtContext(ctx, s.healBody),
+		lookupJob:   tx.StmtContext(ctx, s.lookupJob),
+		insJob:      tx.StmtContext(ctx, s.insJob),
+		touchJob:    tx.StmtContext(ctx, s.touchJob),
+		supersede:   tx.StmtContext(ctx, s.supersede),
+		cancel:      tx.StmtContext(ctx, s.cancel),
+		rerunJob:    tx.StmtContext(ctx, s.rerunJob),
+		rerunState:  tx.StmtContext(ctx, s.rerunState),
+		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
+		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
-}
-
-// stmtIn binds st to tx; nil (a statement of the other engine) stays nil.
-func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
-	if st == nil {
-		return nil
-	}
-	return tx.StmtContext(ctx, st)
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG, s.newestUpdate, s.maxJobID, s.insJobAs, s.newestOlder}, s.byID...) {
+	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

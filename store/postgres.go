@@ -87,7 +87,7 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	r := w
 	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, pgConfig: cfg,
 		reqs: make([]chan *intakeReq, opts.IntakeWriters), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}, firstStats: firstStats{timeout: FirstStatisticsTimeout, done: make(chan struct{})}}
+		ready: readyCache{turn: make(chan struct{}, 1)}}
 	if err := d.stmts.prepare(ctx, w, d.engine); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
 	}
@@ -182,12 +182,8 @@ func (d *DB) retryable(err error) bool {
 	return errors.As(err, &be) || errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// beginError is a transaction that failed to begin; pipeline says it was
-// a pipelined intake batch (intake_postgres.go).
-type beginError struct {
-	err      error
-	pipeline bool
-}
+// beginError is a transaction that failed to begin.
+type beginError struct{ err error }
 
 func (e *beginError) Error() string { return "begin: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
