@@ -145,7 +145,7 @@ func holdExclusive(t *testing.T, path string) (release func()) {
 // and nothing is stored; after the lock goes, the same delivery records.
 func TestLockedDatabaseFailsWithinBusyTimeout(t *testing.T) {
 	c := newClock()
-	db, path := lite.openTest(t, c)
+	db, path := openTest(t, c)
 	release := holdExclusive(t, path)
 	d := delivery("locked", []byte(`{}`), c.Now())
 	start := time.Now()
@@ -305,53 +305,5 @@ func TestDeferredUpgradeIsBusy(t *testing.T) {
 				t.Fatalf("b after a: %v", err)
 			}
 		})
-	}
-}
-
-// TestSameDeliveryConcurrently (F21): the same GUID recorded at once
-// through two store handles makes one row and one job; both calls succeed,
-// exactly one as a duplicate.
-func testSameDeliveryConcurrently(t *testing.T, e engine) {
-	c := newClock()
-	path := e.newLocation(t)
-	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second} // see TestConcurrentWritersNeverBusy
-	dbs := []*store.DB{openAt(t, path, opts), openAt(t, path, opts)}
-	for round := range 10 {
-		id := fmt.Sprintf("race-%d", round)
-		var wg sync.WaitGroup
-		res := make([]validation.RecordResult, 4)
-		errs := make([]error, 4)
-		for i := range 4 {
-			wg.Go(func() {
-				res[i], errs[i] = dbs[i%2].RecordDelivery(context.Background(), delivery(id, []byte(`{}`), c.Now()), spec(sha(round), c.Now()))
-			})
-		}
-		wg.Wait()
-		dups := 0
-		for i := range 4 {
-			if errs[i] != nil {
-				t.Fatalf("round %d call %d: %v", round, i, errs[i])
-			}
-			if res[i].Duplicate {
-				dups++
-			}
-			if res[i].JobID != res[0].JobID {
-				t.Fatalf("round %d: job ids differ: %+v", round, res)
-			}
-		}
-		if dups != 3 {
-			t.Fatalf("round %d: %d duplicates, want 3", round, dups)
-		}
-	}
-	if rows, err := dbs[1].CountDeliveries(context.Background()); err != nil || rows != 10 {
-		t.Fatalf("deliveries = %d, %v", rows, err)
-	}
-	stats, err := dbs[0].QueueStats(context.Background())
-	jobs := 0
-	for _, n := range stats.Jobs {
-		jobs += n
-	}
-	if err != nil || jobs != 10 {
-		t.Fatalf("jobs = %v, %v", stats.Jobs, err)
 	}
 }

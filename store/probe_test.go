@@ -8,7 +8,7 @@ import (
 )
 
 func TestProbeWrite(t *testing.T) {
-	db, path := lite.openTest(t, newClock())
+	db, path := openTest(t, newClock())
 	if err := db.ProbeWrite(t.Context()); err != nil {
 		t.Fatalf("ProbeWrite: %v", err)
 	}

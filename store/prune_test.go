@@ -107,7 +107,7 @@ func TestPruneDeliveryBodiesAtTheCutoff(t *testing.T) {
 // A body kept in its row (from before the body log) is emptied too.
 func TestPruneBodyInRow(t *testing.T) {
 	c := newClock()
-	db, path := lite.openTest(t, c)
+	db, path := openTest(t, c)
 	cutoff := c.Now().Add(-time.Hour)
 	raw := rawDB(t, path)
 	for _, r := range []struct {
@@ -133,7 +133,7 @@ func TestPruneBodyInRow(t *testing.T) {
 
 func TestPruneRunOutput(t *testing.T) {
 	c := newClock()
-	db, path := lite.openTest(t, c)
+	db, path := openTest(t, c)
 	ctx := context.Background()
 	cutoff := c.Now().Add(-time.Hour)
 	usd := 0.01

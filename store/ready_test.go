@@ -54,7 +54,7 @@ func TestReadyProbeCached(t *testing.T) {
 // once with the context's error.
 func TestReadyProbeTimeout(t *testing.T) {
 	c := newClock()
-	db, path := lite.openTest(t, c)
+	db, path := openTest(t, c)
 	holdExclusive(t, path)
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
