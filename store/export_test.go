@@ -23,11 +23,7 @@ func RecordBatch(ctx context.Context, d *DB, dels []validation.Delivery, jobs []
 		}
 		batch[i] = &intakeReq{d: del, job: jobs[i], stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
 	}
-	if d.engine == EngineSQLite {
-		d.commitBatch(ctx, batch)
-	} else {
-		d.commitInline(ctx, batch)
-	}
+	d.eng.commit(ctx, batch)
 	res, errs := make([]validation.RecordResult, len(batch)), make([]error, len(batch))
 	for i, r := range batch {
 		a := <-r.done
@@ -55,7 +51,7 @@ func PostgresPlans(ctx context.Context, d *DB) (map[string]string, error) {
 
 // analyze takes the planner's statistics of d's tables (PostgreSQL).
 func analyze(ctx context.Context, d *DB) error {
-	if d.engine != EnginePostgres {
+	if d.Engine() != EnginePostgres {
 		return errors.New("explain: PostgreSQL only")
 	}
 	_, err := d.w.ExecContext(ctx, `ANALYZE`)

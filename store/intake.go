@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -60,7 +58,7 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	if err := checkDelivery(del, job); err != nil {
 		return fail(err)
 	}
-	if err := d.storageFailed(); err != nil {
+	if err := d.eng.failed(); err != nil {
 		return fail(err)
 	}
 	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
@@ -131,30 +129,13 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 
 // writer takes one pending delivery of its queue, then every other
 // delivery already waiting there (up to MaxBatch), and commits them
-// together: a group commit, one fsync for the batch. It exits when the
-// store closes; SQLite's one writer then closes the appender's queue.
+// together (engine.commit): a group commit, one fsync for the batch. It
+// exits when the store closes.
 func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
-	if d.engine == EngineSQLite { // the one writer feeds the appender
-		defer close(d.appends)
-	}
-	lastLook := time.Now()
+	defer d.eng.writerDone()
 	for {
-		if d.engine == EngineSQLite && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
-			// Between two batches no commit races the checkpoint, so it
-			// copies the whole WAL and the next batch starts the WAL
-			// over instead of growing it: under a steady flow of
-			// deliveries the checkpointer's own passes never finish
-			// (a commit lands while they copy), and the WAL grows
-			// without bound. Only past BusyCheckpointBytes: below, the
-			// checkpointer copies beside the commits and no delivery
-			// waits (a writer checkpoint every 250 ms made p99 33–37 ms
-			// at 64 concurrent deliveries, one past 256 MiB 23–27 ms).
-			lastLook = time.Now()
-			if d.wal.past(d.opts.BusyCheckpointBytes) {
-				d.checkpoint(ctx, "PASSIVE")
-			}
-		}
+		d.eng.betweenBatches(ctx)
 		var first *intakeReq
 		select {
 		case first = <-reqs:
@@ -171,16 +152,12 @@ func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 				break fill
 			}
 		}
-		if d.engine == EnginePostgres {
-			d.commitInline(ctx, batch)
-			continue
-		}
-		d.commitBatch(ctx, batch)
+		d.eng.commit(ctx, batch)
 	}
 }
 
-// commitInline commits a batch whose bodies go in their rows
-// (PostgreSQL): one transaction, one by one when a delivery fails in it.
+// commitInline commits a batch whose bodies go in their rows: one
+// transaction, one by one when a delivery fails in it.
 func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
 	res := d.commitRows(ctx, batch, make([]intakeRes, len(batch)), nil)
 	for _, r := range batch {
@@ -216,139 +193,6 @@ func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes,
 	return res
 }
 
-// commitBatch reserves the batch's bodies, has the appender write them,
-// runs the batch in one transaction that commits once the bodies are
-// durable, and answers the batch once the commit is on disk too.
-func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
-	results := make([]intakeRes, len(batch))
-	live := make([]*intakeReq, 0, len(batch))
-	liveAt := make([]int, 0, len(batch))
-	for i, r := range batch {
-		ref, err := d.bodies.reserve(int64(len(r.stored.b)), r.stored.crc)
-		if err != nil { // fails alone: nothing of it is written
-			results[i] = intakeRes{err: err}
-			continue
-		}
-		r.body = ref
-		live = append(live, r)
-		liveAt = append(liveAt, i)
-	}
-	written := make(chan []error, 1)
-	d.appends <- appendJob{batch: live, done: written}
-	if old := d.bodies.takeRetired(); len(old) > 0 {
-		// After the batch that may still write to them.
-		d.appends <- appendJob{retire: old}
-	}
-	// The bodies are written and synced while the statements run; the
-	// transaction commits only once they are durable, so no row — in
-	// the WAL, or copied into the database by a checkpoint — names a
-	// body that is not on disk. A delivery whose body failed fails alone,
-	// without its row.
-	var bodyErr map[*intakeReq]error
-	bodies := func() {
-		if bodyErr == nil {
-			errs := <-written
-			bodyErr = make(map[*intakeReq]error, len(live))
-			for k, err := range errs {
-				bodyErr[live[k]] = err
-				if err != nil {
-					d.log.Error("delivery body not stored; answered with the error", "delivery_id", live[k].d.ID, "err", err)
-				}
-			}
-		}
-	}
-	ready := func(rows []*intakeReq) error {
-		bodies()
-		for i, r := range rows {
-			if err := bodyErr[r]; err != nil {
-				return &itemError{i: i, err: err}
-			}
-		}
-		return nil
-	}
-	if len(live) > 0 {
-		res := d.commitRows(ctx, live, make([]intakeRes, len(live)), ready)
-		for k, i := range liveAt {
-			results[i] = res[k]
-		}
-	}
-	bodies() // a batch that failed before its commit waits for them too
-	d.answer(batch, results)
-}
-
-// appendJob is a batch of reserved bodies for the appender; done gets one
-// error (or nil) per body. A job with retire set instead names segments
-// the writer rotated out: the appender closes them once every earlier
-// job's bodies are written and synced.
-type appendJob struct {
-	batch  []*intakeReq
-	done   chan []error
-	retire []*segment
-}
-
-// appender writes reserved bodies and makes them durable: it takes every
-// batch queued for it, writes their bodies one after the other, fsyncs the
-// segment once (with SynchronousFull) and answers each batch. It runs while
-// the writer executes the same batches' statements, so the fsync is
-// usually over before the writer is ready to commit. It exits
-// when the writer closes its queue.
-func (d *DB) appender() {
-	defer d.wg.Done()
-	var group []appendJob
-	for job := range d.appends {
-		group = append(group[:0], job)
-	drain:
-		for {
-			select {
-			case job, ok := <-d.appends:
-				if !ok {
-					break drain
-				}
-				group = append(group, job)
-			default:
-				break drain
-			}
-		}
-		errs := make([][]error, len(group))
-		var wrote []*segment // the segments written to, once each
-		for g, job := range group {
-			errs[g] = make([]error, len(job.batch))
-			for i, r := range job.batch {
-				errs[g][i] = d.bodies.write(r.stored.b, r.body)
-				r.stored.release()
-				if errs[g][i] == nil && !slices.Contains(wrote, r.body.seg) {
-					wrote = append(wrote, r.body.seg)
-				}
-			}
-		}
-		if len(wrote) > 0 && d.opts.Synchronous == SynchronousFull {
-			if err := d.bodies.sync(wrote...); err != nil {
-				d.log.Error("body log fsync failed: intake refused until restart", "err", err)
-				for g := range errs {
-					for i := range errs[g] {
-						errs[g][i] = cmp.Or(errs[g][i], err)
-					}
-				}
-			}
-		}
-		// Every body of a retired segment is in an earlier job: written
-		// and synced by now. Closed before answering, so a caller that got
-		// its answer finds the segments retired before its batch unlocked.
-		for _, job := range group {
-			for _, seg := range job.retire {
-				if err := seg.close(); err != nil {
-					d.log.Warn("closing a rotated body log segment failed", "segment", seg.name, "err", err)
-				}
-			}
-		}
-		for g, job := range group {
-			if job.done != nil {
-				job.done <- errs[g]
-			}
-		}
-	}
-}
-
 // itemError is one delivery's failure inside a batch.
 type itemError struct {
 	i   int
@@ -363,25 +207,23 @@ func (e *itemError) Unwrap() error { return e.err }
 // batch again (bounded by MaxSerializationRetries), and a batch that
 // queued a job notifies JobsChannel with its commit.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
+	if d.stmts.recordNew != nil && ready == nil && allNew(batch) {
+		if done, err := d.runPipelined(ctx, batch, results); done {
+			return err
+		}
+		// Rolled back: a delivery needs the plain statements.
+	}
 	for try := 1; ; try++ {
 		err := d.runBatchOnce(ctx, batch, results, ready)
-		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.eng.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
 func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) (err error) {
-	opts := d.txOptions()
 	locks, byPR := prLocks(batch)
-	if d.engine == EnginePostgres && byPR {
-		// Every delivery touches only its own pull request's jobs:
-		// deliveries of one pull request take turns on its lock, others
-		// commit side by side. Under SERIALIZABLE, new heads of one pull
-		// request arriving together would abort each other instead.
-		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	tx, err := d.w.BeginTx(ctx, opts)
+	tx, err := d.w.BeginTx(ctx, d.eng.intakeTx(byPR))
 	if err != nil {
 		return &beginError{err: err}
 	}
@@ -390,8 +232,8 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			err = errors.Join(err, rollback(tx))
 		}
 	}()
-	if d.engine == EnginePostgres && byPR && len(locks) > 0 {
-		if _, err := tx.ExecContext(ctx, sqlLockPRs, locks); err != nil {
+	if byPR && len(locks) > 0 {
+		if err := d.eng.lockPRs(ctx, tx, locks); err != nil {
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
@@ -405,8 +247,8 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		results[i] = intakeRes{res: res}
 		queued = queued || claimable(res) // a job it made claimable
 	}
-	if queued && d.engine == EnginePostgres {
-		if _, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel); err != nil {
+	if queued {
+		if err := d.eng.notify(ctx, tx); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
@@ -429,6 +271,9 @@ const (
 	sqlLockPRs    = `SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
 	sqlNotifyJobs = `SELECT pg_notify(?, '')`
 )
+
+// sqlNotifyJobsPG is sqlNotifyJobs in PostgreSQL's dialect, for pgx.
+var sqlNotifyJobsPG = postgresSQL(sqlNotifyJobs)
 
 // claimable reports whether recording a delivery made a job claimable:
 // new, queued again, re-run.
@@ -465,6 +310,10 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
+	now := d.nowMs()
+	if st.recordNew != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
+		return d.recordNew(ctx, st, r, now)
+	}
 	inserted, err := d.insertDelivery(ctx, st, r)
 	if err != nil {
 		return res, err
@@ -472,7 +321,6 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 	if !inserted { // the id is already recorded: nothing else is written
 		return d.duplicate(ctx, st, del.ID, body)
 	}
-	now := d.nowMs()
 	if job != nil {
 		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
 			return res, err
@@ -506,8 +354,8 @@ func (d *DB) insertDelivery(ctx context.Context, st boundStmts, r *intakeReq) (b
 	if job != nil { // the row carries the job's key: it is the link to the job
 		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
 	}
-	inline := []byte{} // SQLite: the body is in the body log
-	if d.engine == EnginePostgres {
+	inline := []byte{} // in the body log, when the engine keeps one
+	if body.segment == "" {
 		inline = r.stored.b
 	}
 	// A body in the body log is named by its reference; one in its row
@@ -546,7 +394,7 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 	}
 	old, err := bodyRefOf(seg, off, n, crc)
 	if err == nil {
-		_, err = readBody(d.bodies.dir, old)
+		_, err = d.eng.loggedBody(old)
 	}
 	if !errors.Is(err, ErrBodyCorrupt) && !errors.Is(err, fs.ErrNotExist) {
 		return res, nil // intact, or unreadable for another reason: keep it
@@ -722,7 +570,7 @@ const (
 			AND pr_updated_at <= ?7`
 	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
 	// never the history. %s is the engine's JSON array of repositories
-	// (jsonEach).
+	// (engine.jsonEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
@@ -760,23 +608,15 @@ var (
 		RETURNING id, state`
 )
 
-// jsonEach is the engine's table of a JSON array's elements as text, in a
-// column named value; param is the placeholder of the array's text.
-func jsonEach(e Engine, param string) string {
-	if e == EnginePostgres {
-		return "json_array_elements_text(CAST(" + param + " AS json))"
-	}
-	return "json_each(" + param + ")"
-}
-
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
+	recordNew                                                                     *sql.Stmt // PostgreSQL only (postgres_intake.go)
 }
 
 type boundStmts = intakeStmts
 
-func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
+func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e engine) error {
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -788,12 +628,16 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.insJob, sqlInsJob},
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
-		{&s.cancel, fmt.Sprintf(sqlCancel, jsonEach(e, "?5"))},
+		{&s.cancel, fmt.Sprintf(sqlCancel, e.jsonEach("?5"))},
 		{&s.rerunJob, sqlRerunJob},
 		{&s.rerunState, sqlRerunState},
 		{&s.rerunHead, sqlRerunHead},
 		{&s.lastOutcome, sqlLastOutcome},
+		{&s.recordNew, e.recordNewSQL()},
 	} {
+		if p.q == "" {
+			continue
+		}
 		st, err := w.PrepareContext(ctx, p.q)
 		if err != nil {
 			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
@@ -805,7 +649,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
-	return boundStmts{
+	b := boundStmts{
 		insDelivery: tx.StmtContext(ctx, s.insDelivery),
 		dupJob:      tx.StmtContext(ctx, s.dupJob),
 		healBody:    tx.StmtContext(ctx, s.healBody),
@@ -819,12 +663,16 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
 		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
+	if s.recordNew != nil {
+		b.recordNew = tx.StmtContext(ctx, s.recordNew)
+	}
+	return b
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome} {
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

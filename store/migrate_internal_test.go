@@ -78,7 +78,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		"0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
 		"0002_b.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); CREATE TABLE a (y INTEGER);`)}, // fails: a exists
 	}
-	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
 		t.Fatalf("err = %v, want migration 0002 to fail", err)
 	}
 	versions := func() []int {
@@ -106,7 +106,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 	}
 	fsys["0002_b.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE b (x INTEGER);`)}
 	for range 2 {
-		if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err != nil {
+		if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		t.Fatalf("recorded (-want +got):\n%s", diff)
 	}
 	delete(fsys, "0002_b.sql")
-	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
 		t.Fatalf("older binary on a newer database: %v", err)
 	}
 }
@@ -195,7 +195,7 @@ func TestQueryPlans(t *testing.T) {
 		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
-		{"cancel", fmt.Sprintf(sqlCancel, jsonEach(EngineSQLite, "?5")), []string{"INDEX jobs_pr"}},
+		{"cancel", fmt.Sprintf(sqlCancel, (&sqliteEngine{}).jsonEach("?5")), []string{"INDEX jobs_pr"}},
 		{"re-run job", sqlRerunJob, []string{"INTEGER PRIMARY KEY", "INDEX jobs_pr_updated ("}},
 		{"re-run job state", sqlRerunState, []string{"INTEGER PRIMARY KEY"}},
 		{"re-run head", sqlRerunHead, []string{"(repo=?", "INDEX jobs_pr_updated ("}},
@@ -248,7 +248,7 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateFS(ctx, w, EngineSQLite, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"action":"opened","number":7}`)
@@ -347,7 +347,7 @@ func openAt(t *testing.T, path string, names ...string) *sql.DB {
 		}
 		old[name] = &fstest.MapFile{Data: b}
 	}
-	if err := migrateFS(context.Background(), w, EngineSQLite, old, time.Now, slog.New(slog.DiscardHandler)); err != nil {
+	if err := migrateFS(context.Background(), w, sqliteMigrationsTable, old, time.Now, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	return w

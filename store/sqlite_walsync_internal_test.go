@@ -54,13 +54,13 @@ func TestFullSyncsBeforeAnswering(t *testing.T) {
 	} {
 		t.Run(string(tt.level), func(t *testing.T) {
 			db := openInternal(t, Options{Synchronous: tt.level})
-			before := db.wal.syncs.Load()
+			before := db.lite().wal.syncs.Load()
 			queuedJob(t, db, "d1")
-			afterIntake := db.wal.syncs.Load()
+			afterIntake := db.lite().wal.syncs.Load()
 			if _, _, err := db.Claim(context.Background(), "w", time.Minute); err != nil {
 				t.Fatal(err)
 			}
-			afterClaim := db.wal.syncs.Load()
+			afterClaim := db.lite().wal.syncs.Load()
 			if got := afterIntake > before && afterClaim > afterIntake; got != tt.want {
 				t.Fatalf("fsyncs: %d before, %d after intake, %d after a claim; want fsyncs: %v", before, afterIntake, afterClaim, tt.want)
 			}
@@ -75,11 +75,11 @@ func TestFailedWALSyncRefusesWrites(t *testing.T) {
 	db := openInternal(t, Options{})
 	queuedJob(t, db, "ok")
 	// A closed descriptor makes the next fsync fail, as a disk error would.
-	db.wal.mu.Lock()
-	if err := db.wal.f.Close(); err != nil {
+	db.lite().wal.mu.Lock()
+	if err := db.lite().wal.f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db.wal.mu.Unlock()
+	db.lite().wal.mu.Unlock()
 	if _, err := db.RecordDelivery(context.Background(), lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("delivery in flight: %v, want ErrNotDurable", err)
 	}
@@ -89,9 +89,9 @@ func TestFailedWALSyncRefusesWrites(t *testing.T) {
 	if _, _, err := db.Claim(context.Background(), "w", time.Minute); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("claim: %v, want ErrNotDurable", err)
 	}
-	db.wal.mu.Lock()
-	db.wal.f, _ = os.Open(db.wal.path) // for Close
-	db.wal.mu.Unlock()
+	db.lite().wal.mu.Lock()
+	db.lite().wal.f, _ = os.Open(db.lite().wal.path) // for Close
+	db.lite().wal.mu.Unlock()
 }
 
 // TestWALReopenedWhenReplaced: when the WAL file was replaced under the
@@ -169,7 +169,7 @@ func TestBusyCheckpointBytes(t *testing.T) {
 		db := openInternal(t, Options{Synchronous: SynchronousNormal, CheckpointInterval: time.Hour,
 			BusyCheckpointInterval: time.Millisecond, BusyCheckpointBytes: limit})
 		stream(t, db, 400, 50) // a steady stream, across many batches
-		info, err := os.Stat(db.wal.path)
+		info, err := os.Stat(db.lite().wal.path)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,8 +192,8 @@ func TestBusyCheckpointBytes(t *testing.T) {
 func TestBodyLogFailures(t *testing.T) {
 	db := openInternal(t, Options{})
 	queuedJob(t, db, "ok")
-	name := db.bodies.cur.f.Name()
-	if err := db.bodies.cur.f.Close(); err != nil { // writes fail, as on a disk error
+	name := db.lite().bodies.cur.f.Name()
+	if err := db.lite().bodies.cur.f.Close(); err != nil { // writes fail, as on a disk error
 		t.Fatal(err)
 	}
 	if _, err := db.RecordDelivery(context.Background(), lone("unwritten"), nil); err == nil {
@@ -208,20 +208,23 @@ func TestBodyLogFailures(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db.bodies.cur.f = f
+	db.lite().bodies.cur.f = f
 	if _, err := db.RecordDelivery(context.Background(), lone("written"), nil); err != nil {
 		t.Fatalf("after a failed write, the next delivery: %v", err)
 	}
 	if err := f.Close(); err != nil { // now the fsync fails
 		t.Fatal(err)
 	}
-	if err := db.bodies.sync(db.bodies.cur); !errors.Is(err, ErrNotDurable) {
+	if err := db.lite().bodies.sync(db.lite().bodies.cur); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("fsync of a broken segment: %v, want ErrNotDurable", err)
 	}
-	if db.bodies.cur.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
+	if db.lite().bodies.cur.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
 		t.Fatal(err)
 	}
 	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("delivery after a failed fsync: %v, want ErrNotDurable", err)
 	}
 }
+
+// lite is d's SQLite engine.
+func (d *DB) lite() *sqliteEngine { return d.eng.(*sqliteEngine) }
