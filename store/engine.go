@@ -3,6 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
+
+	"github.com/gilf-review/gilf/validation"
 )
 
 // Engine names the database behind a DB.
@@ -43,6 +45,12 @@ type engine interface {
 	// recordNewSQL is sqlRecordNew where the engine runs it ("": the
 	// plain statements).
 	recordNewSQL() string
+	// insertJob inserts the job of a new reviewed state, queued, or
+	// superseded when a newer head of the pull request came first: its id
+	// and state, or sql.ErrNoRows when the state has its job. It runs the
+	// statements jobInsertSQL names, or sqlInsJob when they are "".
+	insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error)
+	jobInsertSQL() [2]string
 
 	// commit records a writer's batch and answers each delivery of it;
 	// betweenBatches runs between two of a writer's batches, and

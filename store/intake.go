@@ -414,9 +414,8 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	var created string
-	err := st.insJob.QueryRowContext(ctx,
-		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-		ms(job.PRUpdatedAt), staleReason, now).Scan(&res.JobID, &created)
+	var err error
+	res.JobID, created, err = d.eng.insertJob(ctx, st, del, job, now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return d.attachJob(ctx, st, job, now)
@@ -612,6 +611,16 @@ type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
 	recordNew                                                                     *sql.Stmt // PostgreSQL only (postgres_intake.go)
+	newestUpdate, insJobAs                                                        *sql.Stmt // SQLite only (sqlite.go's insertJob)
+}
+
+// insertJobPG inserts a new reviewed state's job with sqlInsJob: its id
+// and state, or sql.ErrNoRows when the state has its job.
+func insertJobPG(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (id int64, state string, err error) {
+	err = st.insJob.QueryRowContext(ctx,
+		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+		ms(job.PRUpdatedAt), staleReason, now).Scan(&id, &state)
+	return id, state, err
 }
 
 type boundStmts = intakeStmts
@@ -634,6 +643,8 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e engine) error {
 		{&s.rerunHead, sqlRerunHead},
 		{&s.lastOutcome, sqlLastOutcome},
 		{&s.recordNew, e.recordNewSQL()},
+		{&s.newestUpdate, e.jobInsertSQL()[0]},
+		{&s.insJobAs, e.jobInsertSQL()[1]},
 	} {
 		if p.q == "" {
 			continue
@@ -663,8 +674,10 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
 		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
-	if s.recordNew != nil {
-		b.recordNew = tx.StmtContext(ctx, s.recordNew)
+	for _, p := range [][2]**sql.Stmt{{&b.recordNew, &s.recordNew}, {&b.newestUpdate, &s.newestUpdate}, {&b.insJobAs, &s.insJobAs}} {
+		if *p[1] != nil {
+			*p[0] = tx.StmtContext(ctx, *p[1])
+		}
 	}
 	return b
 }
@@ -672,7 +685,7 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 func (s *intakeStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew} {
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew, s.newestUpdate, s.insJobAs} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

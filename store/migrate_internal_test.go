@@ -192,6 +192,7 @@ func TestQueryPlans(t *testing.T) {
 		{"dead leases", sqlDeadLeases, []string{"jobs_lease"}},
 		{"rescue", sqlRescue, []string{"jobs_lease"}},
 		{"claim", claimSQLite, []string{"jobs_ready"}},
+		{"newest update", sqlNewestUpdate, []string{"INDEX jobs_pr_updated ("}},
 		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
@@ -453,13 +454,13 @@ func TestMigration0005AddsSemanticSpans(t *testing.T) {
 	}
 }
 
-// TestIntakeStatementsNeedNoTemporaryTable: the delivery's insert and
-// the job's touch build no temporary b-tree as they run (OpenEphemeral in
-// their bytecode); one came from the CHECK on jobs.state while it was an
-// IN list of seven states (migration 0006). sqlInsJob (an INSERT …
-// SELECT reading jobs, and RETURNING) and sqlSupersede (an UPDATE of the
-// index it walks) build one each: with them, intake stays far above its
-// floor (bench/intake.sh), and the plain statements are the better code.
+// TestIntakeStatementsNeedNoTemporaryTable: the statements SQLite's
+// intake runs for every new delivery build no temporary b-tree as they
+// run (OpenEphemeral in their bytecode). One came from the CHECK on
+// jobs.state while it was an IN list of seven states (migration 0006),
+// others from sqlInsJob (an INSERT … SELECT reading jobs, and RETURNING),
+// which SQLite's insertJob replaces. sqlSupersede (an UPDATE of the index
+// it walks) still builds one.
 func TestIntakeStatementsNeedNoTemporaryTable(t *testing.T) {
 	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "e.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
 	if err != nil {
@@ -468,6 +469,8 @@ func TestIntakeStatementsNeedNoTemporaryTable(t *testing.T) {
 	defer db.Close()
 	for name, q := range map[string]string{
 		"insert delivery": sqlInsDelivery,
+		"newest update":   sqlNewestUpdate,
+		"insert job":      sqlInsJobAs,
 		"touch job":       sqlTouchJob,
 	} {
 		if ops := bytecode(t, db.w, q); slices.Contains(ops, "OpenEphemeral") {

@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/gilf-review/gilf/migrations"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // PostgreSQL defaults. Each is a named limit with a test at its boundary.
@@ -192,6 +193,12 @@ func (e *postgresEngine) dayOf(col string) string {
 }
 
 func (e *postgresEngine) recordNewSQL() string { return sqlRecordNew }
+
+func (e *postgresEngine) jobInsertSQL() [2]string { return [2]string{} }
+
+func (e *postgresEngine) insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error) {
+	return insertJobPG(ctx, st, del, job, now)
+}
 
 // commit records a batch, bodies in their rows, in one transaction.
 func (e *postgresEngine) commit(ctx context.Context, batch []*intakeReq) {
