@@ -297,8 +297,8 @@ func (d *DB) runPipelined(ctx context.Context, batch []*intakeReq, results []int
 		if err != nil || !settled {
 			end = "ROLLBACK"
 		} else if anyClaimable(results) {
-			if _, err := pc.Exec(ctx, sqlNotifyJobsPG, JobsChannel); err != nil {
-				end, err = "ROLLBACK", fmt.Errorf("notify: %w", err)
+			if _, nerr := pc.Exec(ctx, sqlNotifyJobsPG, JobsChannel); nerr != nil {
+				end, err = "ROLLBACK", fmt.Errorf("notify: %w", nerr)
 			}
 		}
 		if _, endErr := pc.Exec(ctx, end); endErr != nil {
