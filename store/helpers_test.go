@@ -34,20 +34,10 @@ var (
 // (newLocation) — and closes it at the end of the test.
 func openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	t.Helper()
-	open := store.Open
 	if store.IsPostgresURL(loc) {
-		open = store.OpenPostgres
+		return postgres.OpenAt(t, loc, opts)
 	}
-	db, err := open(context.Background(), loc, testLogger(t), opts)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return db
+	return lite.OpenAt(t, loc, opts)
 }
 
 // pg is the package's PostgreSQL server (TestMain).

@@ -18,7 +18,7 @@ func testSameDeliveryConcurrently(t *testing.T, e Engine) {
 	c := NewClock()
 	path := e.NewLocation(t)
 	opts := store.Options{Now: c.Now, BusyTimeout: 60 * time.Second} // see TestConcurrentWritersNeverBusy
-	dbs := []*store.DB{e.openAt(t, path, opts), e.openAt(t, path, opts)}
+	dbs := []*store.DB{e.OpenAt(t, path, opts), e.OpenAt(t, path, opts)}
 	for round := range 10 {
 		id := fmt.Sprintf("race-%d", round)
 		var wg sync.WaitGroup

@@ -27,7 +27,7 @@ func testNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T, e Engine) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := NewClock()
-			db := e.openAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+			db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 			ctx := context.Background()
 			id := Record(t, db, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
 			j, ok := Claim(t, db, "w", time.Minute)
@@ -67,7 +67,7 @@ func testNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T, e Engine) {
 // superseded, not re-run.
 func testStaleDeliveryLeavesDeadJobDead(t *testing.T, e Engine) {
 	c := NewClock()
-	db := e.openAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	t0 := c.Now()
 	id := Record(t, db, Delivery("d1", []byte(`{}`), t0), Spec(SHA(1), t0)).JobID

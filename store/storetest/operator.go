@@ -65,7 +65,7 @@ func testListJobs(t *testing.T, e Engine) {
 
 func testRetryJob(t *testing.T, e Engine) {
 	c := NewClock()
-	db := e.openAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	id := Record(t, db, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
 
@@ -112,8 +112,8 @@ func testRetryJob(t *testing.T, e Engine) {
 func testCancelJobFromAnotherHandle(t *testing.T, e Engine) {
 	c := NewClock()
 	path := e.NewLocation(t)
-	serve := e.openAt(t, path, store.Options{Now: c.Now})
-	ops := e.openAt(t, path, store.Options{Now: c.Now})
+	serve := e.OpenAt(t, path, store.Options{Now: c.Now})
+	ops := e.OpenAt(t, path, store.Options{Now: c.Now})
 	ctx := context.Background()
 	running := Record(t, serve, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
 	j, ok := Claim(t, serve, "w", time.Minute)

@@ -51,7 +51,7 @@ func testRerunDoneAndDeadJobs(t *testing.T, e Engine) {
 	c := NewClock()
 	path := e.NewLocation(t)
 	// One attempt: a transient failure ends the job dead.
-	db := e.openAt(t, path, store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+	db := e.OpenAt(t, path, store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	const repo = "Codertocat/Hello-World"
 

@@ -67,9 +67,9 @@ func Run(t *testing.T, e Engine) {
 	}
 }
 
-// openAt opens a handle on the store at loc and closes it at the end of
+// OpenAt opens a handle on the store at loc and closes it at the end of
 // the test.
-func (e Engine) openAt(t testing.TB, loc string, opts store.Options) *store.DB {
+func (e Engine) OpenAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	t.Helper()
 	db, err := e.Open(context.Background(), loc, Logger(t), opts)
 	if err != nil {
@@ -87,7 +87,7 @@ func (e Engine) openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 func (e Engine) openTest(t testing.TB, c *Clock) (*store.DB, string) {
 	t.Helper()
 	loc := e.NewLocation(t)
-	return e.openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
+	return e.OpenAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
 }
 
 // Clock is a settable test clock.

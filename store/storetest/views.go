@@ -34,7 +34,7 @@ func finishRun(t *testing.T, db *store.DB, c *Clock, id, repo string, pr int, he
 
 func testDashboardViews(t *testing.T, e Engine) {
 	c := NewClock()
-	db := e.openAt(t, e.NewLocation(t),
+	db := e.OpenAt(t, e.NewLocation(t),
 		store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }, MaxAttempts: 1})
 	ctx := context.Background()
 	start := c.Now()
