@@ -43,29 +43,51 @@ func queuedJob(t *testing.T, db *DB, id string) {
 
 // TestFullSyncsBeforeAnswering: with SynchronousFull a delivery is answered
 // only after a WAL fsync that followed its commit, and so is every other
-// write transaction; with SynchronousNormal the store never fsyncs the WAL.
+// write transaction — with a WAL whose fsync fails, each fails; with
+// SynchronousNormal the store never fsyncs the WAL, and both succeed.
 func TestFullSyncsBeforeAnswering(t *testing.T) {
 	for _, tt := range []struct {
 		level Synchronous
-		want  bool
+		sync  bool
 	}{
 		{SynchronousFull, true},
 		{SynchronousNormal, false},
 	} {
 		t.Run(string(tt.level), func(t *testing.T) {
-			db := openInternal(t, Options{Synchronous: tt.level})
-			before := db.lite().wal.syncs.Load()
-			queuedJob(t, db, "d1")
-			afterIntake := db.lite().wal.syncs.Load()
-			if _, _, err := db.Claim(context.Background(), "w", time.Minute); err != nil {
-				t.Fatal(err)
-			}
-			afterClaim := db.lite().wal.syncs.Load()
-			if got := afterIntake > before && afterClaim > afterIntake; got != tt.want {
-				t.Fatalf("fsyncs: %d before, %d after intake, %d after a claim; want fsyncs: %v", before, afterIntake, afterClaim, tt.want)
+			for _, write := range []string{"intake", "claim"} {
+				db := openInternal(t, Options{Synchronous: tt.level})
+				queuedJob(t, db, "d1")
+				breakWAL(t, db)
+				var err error
+				if write == "intake" {
+					_, err = db.RecordDelivery(context.Background(), lone("d2"), nil)
+				} else {
+					_, _, err = db.Claim(context.Background(), "w", time.Minute)
+				}
+				if synced := errors.Is(err, ErrNotDurable); synced != tt.sync || !synced && err != nil {
+					t.Fatalf("%s with a WAL whose fsync fails: %v; want an fsync: %v", write, err, tt.sync)
+				}
 			}
 		})
 	}
+}
+
+// breakWAL closes the descriptor the store fsyncs the WAL with, so the
+// next fsync fails, as a disk error would; a new one is in place for
+// Close at the end of the test.
+func breakWAL(t *testing.T, db *DB) {
+	t.Helper()
+	w := db.lite().wal
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err := w.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		w.mu.Lock()
+		defer w.mu.Unlock()
+		w.f, _ = os.Open(w.path) // for Close
+	})
 }
 
 // TestFailedWALSyncRefusesWrites: after a failed fsync nothing is
@@ -74,12 +96,7 @@ func TestFullSyncsBeforeAnswering(t *testing.T) {
 func TestFailedWALSyncRefusesWrites(t *testing.T) {
 	db := openInternal(t, Options{})
 	queuedJob(t, db, "ok")
-	// A closed descriptor makes the next fsync fail, as a disk error would.
-	db.lite().wal.mu.Lock()
-	if err := db.lite().wal.f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db.lite().wal.mu.Unlock()
+	breakWAL(t, db)
 	if _, err := db.RecordDelivery(context.Background(), lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("delivery in flight: %v, want ErrNotDurable", err)
 	}
@@ -89,9 +106,6 @@ func TestFailedWALSyncRefusesWrites(t *testing.T) {
 	if _, _, err := db.Claim(context.Background(), "w", time.Minute); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("claim: %v, want ErrNotDurable", err)
 	}
-	db.lite().wal.mu.Lock()
-	db.lite().wal.f, _ = os.Open(db.lite().wal.path) // for Close
-	db.lite().wal.mu.Unlock()
 }
 
 // TestWALReopenedWhenReplaced: when the WAL file was replaced under the
