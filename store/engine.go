@@ -50,7 +50,13 @@ type engine interface {
 	// and state, or sql.ErrNoRows when the state has its job. It runs the
 	// statements jobInsertSQL names, or sqlInsJob when they are "".
 	insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error)
-	jobInsertSQL() [2]string
+	jobInsertSQL() [3]string
+	// chains are the groups of a batch's deliveries that recordChain
+	// records together, each at the place of its first delivery; a chain
+	// that meets a delivery it cannot record fails with errFollowUp, and
+	// the batch runs again without chains.
+	chains(batch []*intakeReq) [][]int
+	recordChain(ctx context.Context, st boundStmts, batch []*intakeReq, idx []int, results []intakeRes) error
 
 	// commit records a writer's batch and answers each delivery of it;
 	// betweenBatches runs between two of a writer's batches, and

@@ -213,15 +213,20 @@ func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeR
 		}
 		// Rolled back: a delivery needs the plain statements.
 	}
+	chains := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, ready)
+		err := d.runBatchOnce(ctx, batch, results, ready, chains)
+		if errors.Is(err, errFollowUp) { // rolled back: one by one this time
+			chains, try = false, try-1
+			continue
+		}
 		if err == nil || !d.eng.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) (err error) {
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, chains bool) (err error) {
 	locks, byPR := prLocks(batch)
 	tx, err := d.w.BeginTx(ctx, d.eng.intakeTx(byPR))
 	if err != nil {
@@ -239,7 +244,31 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
+	chainAt, inChain := map[int][]int{}, map[int]bool{}
+	if chains && byPR {
+		for _, g := range d.eng.chains(batch) {
+			chainAt[g[0]] = g
+			for _, i := range g {
+				inChain[i] = true
+			}
+		}
+	}
 	for i, r := range batch {
+		if g, ok := chainAt[i]; ok {
+			if err := d.eng.recordChain(ctx, st, batch, g, results); err != nil {
+				if errors.Is(err, errFollowUp) {
+					return err
+				}
+				return &itemError{i: -1, err: err}
+			}
+			for _, k := range g {
+				queued = queued || claimable(results[k].res)
+			}
+			continue
+		}
+		if inChain[i] {
+			continue
+		}
 		res, err := d.recordTx(ctx, st, r)
 		if err != nil {
 			return &itemError{i: i, err: err} // the caller logs it, once
@@ -274,6 +303,63 @@ const (
 
 // sqlNotifyJobsPG is sqlNotifyJobs in PostgreSQL's dialect, for pgx.
 var sqlNotifyJobsPG = postgresSQL(sqlNotifyJobs)
+
+// allNew reports whether every delivery of the batch asks for a job and
+// cancels and re-runs nothing: sqlRecordNew can record each.
+func allNew(batch []*intakeReq) bool {
+	for _, r := range batch {
+		if r.job == nil || r.d.Cancel != nil || r.d.Rerun != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// pipelineGroups splits a batch of allNew deliveries by pull request, in
+// batch order of their first delivery: a pull request with several new
+// heads in the batch is a chain (recordChain on SQLite, sqlChainPostgres
+// on PostgreSQL), which works out how recording them one after the other
+// would end — a head born superseded by the next instead of inserted
+// queued and updated by it. A batch that names one delivery id, or one
+// reviewed state, twice has no chains (every delivery alone): its second
+// delivery needs the plain statements. What chains buy, measured with
+// bench/intake.sh at c=64 on one pull request (every delivery a new head)
+// beside the code before them, in alternating runs: PostgreSQL 0.03× a
+// bare handler without them, 0.05–0.09× with them (0.06–0.09× before);
+// SQLite 0.06–0.09× without, 0.11–0.12× before.
+func pipelineGroups(batch []*intakeReq) [][]int {
+	ids := make(map[string]bool, len(batch))
+	states := make(map[string]bool, len(batch))
+	at := make(map[string]int) // pull request -> its group
+	var groups [][]int
+	chains := true
+	for i, r := range batch {
+		state := r.job.Repo + "#" + strconv.Itoa(r.job.PR) + "@" + r.job.HeadSHA + ":" + r.job.BaseRef
+		chains = chains && !ids[r.d.ID] && !states[state]
+		ids[r.d.ID], states[state] = true, true
+		k := prKey(r.job)
+		g, ok := at[k]
+		if !ok {
+			g = len(groups)
+			at[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	if chains {
+		return groups
+	}
+	singles := make([][]int, len(batch))
+	for i := range batch {
+		singles[i] = []int{i}
+	}
+	return singles
+}
+
+// errFollowUp is a chain's delivery whose answer needs the plain
+// statements (a duplicate, an existing job): the transaction was rolled
+// back, and the batch runs again one delivery after the other.
+var errFollowUp = errors.New("a delivery of the chain needs a follow-up")
 
 // claimable reports whether recording a delivery made a job claimable:
 // new, queued again, re-run.
@@ -611,7 +697,7 @@ type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
 	recordNew                                                                     *sql.Stmt // PostgreSQL only (postgres_intake.go)
-	newestUpdate, insJobAs                                                        *sql.Stmt // SQLite only (sqlite.go's insertJob)
+	newestUpdate, insJobAs, maxJobID                                              *sql.Stmt // SQLite only (insertJob, recordChain)
 }
 
 // insertJobPG inserts a new reviewed state's job with sqlInsJob: its id
@@ -645,6 +731,7 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e engine) error {
 		{&s.recordNew, e.recordNewSQL()},
 		{&s.newestUpdate, e.jobInsertSQL()[0]},
 		{&s.insJobAs, e.jobInsertSQL()[1]},
+		{&s.maxJobID, e.jobInsertSQL()[2]},
 	} {
 		if p.q == "" {
 			continue
@@ -674,7 +761,7 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
 		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
-	for _, p := range [][2]**sql.Stmt{{&b.recordNew, &s.recordNew}, {&b.newestUpdate, &s.newestUpdate}, {&b.insJobAs, &s.insJobAs}} {
+	for _, p := range [][2]**sql.Stmt{{&b.recordNew, &s.recordNew}, {&b.newestUpdate, &s.newestUpdate}, {&b.insJobAs, &s.insJobAs}, {&b.maxJobID, &s.maxJobID}} {
 		if *p[1] != nil {
 			*p[0] = tx.StmtContext(ctx, *p[1])
 		}
@@ -685,7 +772,7 @@ func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 func (s *intakeStmts) close() error {
 	var errs []error
 	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew, s.newestUpdate, s.insJobAs} {
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew, s.newestUpdate, s.insJobAs, s.maxJobID} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

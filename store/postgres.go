@@ -194,7 +194,14 @@ func (e *postgresEngine) dayOf(col string) string {
 
 func (e *postgresEngine) recordNewSQL() string { return sqlRecordNew }
 
-func (e *postgresEngine) jobInsertSQL() [2]string { return [2]string{} }
+func (e *postgresEngine) jobInsertSQL() [3]string { return [3]string{} }
+
+// chains: runPipelined records PostgreSQL's chains (sqlChainPostgres).
+func (e *postgresEngine) chains([]*intakeReq) [][]int { return nil }
+
+func (e *postgresEngine) recordChain(context.Context, boundStmts, []*intakeReq, []int, []intakeRes) error {
+	return errors.New("record chain: not on PostgreSQL")
+}
 
 func (e *postgresEngine) insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error) {
 	return insertJobPG(ctx, st, del, job, now)

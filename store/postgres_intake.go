@@ -7,7 +7,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 
 	"github.com/jackc/pgx/v5"
@@ -69,17 +68,6 @@ func (d *DB) recordNew(ctx context.Context, st boundStmts, r *intakeReq, now int
 		return d.attachJob(ctx, st, job, now)
 	}
 	return validation.RecordResult{JobID: id.Int64, JobState: state.String, JobCreated: true, Superseded: int(superseded.Int64)}, nil
-}
-
-// allNew reports whether every delivery of the batch asks for a job and
-// cancels and re-runs nothing: sqlRecordNew can record each.
-func allNew(batch []*intakeReq) bool {
-	for _, r := range batch {
-		if r.job == nil || r.d.Cancel != nil || r.d.Rerun != nil {
-			return false
-		}
-	}
-	return true
 }
 
 // The pipelined batch's statements, in PostgreSQL's dialect.
@@ -179,46 +167,6 @@ var sqlChainPostgres = `WITH i AS (
 		CASE WHEN ids.stale THEN 0 WHEN rec.later THEN 1 ELSE (SELECT count(*) FROM sup) END
 	FROM ids LEFT JOIN j ON j.delivery_id = ids.id LEFT JOIN rec ON rec.n = ids.n
 	ORDER BY ids.n`
-
-// pipelineGroups splits a batch of allNew deliveries into the statements
-// of runPipelined, in batch order of their first delivery: the new heads
-// of one pull request with several in the batch as one chain
-// (sqlChainPostgres), which works out in SQL how recording them one after
-// the other would end — a head born superseded by the next instead of
-// inserted queued and updated by it — and every other delivery alone
-// (sqlRecordNew). A batch that names one delivery id, or one reviewed
-// state, twice has no chains: its second delivery needs the plain
-// statements. Measured with bench/intake.sh at c=64 on one pull request,
-// the chains took the CPU per answer from 1.3–1.8 ms to …, see this
-// function's commit.
-func pipelineGroups(batch []*intakeReq) [][]int {
-	ids := make(map[string]bool, len(batch))
-	states := make(map[string]bool, len(batch))
-	at := make(map[string]int) // pull request -> its group
-	var groups [][]int
-	chains := true
-	for i, r := range batch {
-		state := r.job.Repo + "#" + strconv.Itoa(r.job.PR) + "@" + r.job.HeadSHA + ":" + r.job.BaseRef
-		chains = chains && !ids[r.d.ID] && !states[state]
-		ids[r.d.ID], states[state] = true, true
-		k := prKey(r.job)
-		g, ok := at[k]
-		if !ok {
-			g = len(groups)
-			at[k] = g
-			groups = append(groups, nil)
-		}
-		groups[g] = append(groups[g], i)
-	}
-	if chains {
-		return groups
-	}
-	singles := make([][]int, len(batch))
-	for i := range batch {
-		singles[i] = []int{i}
-	}
-	return singles
-}
 
 // chainArgs are sqlChainPostgres's arguments for the deliveries at idx.
 func chainArgs(batch []*intakeReq, idx []int, now int64) []any {

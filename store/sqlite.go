@@ -218,15 +218,19 @@ const (
 	// jobs_pr_updated.
 	sqlNewestUpdate = `SELECT pr_updated_at FROM jobs INDEXED BY jobs_pr_updated
 		WHERE repo = ?1 AND pr = ?2 ORDER BY pr_updated_at DESC LIMIT 1`
-	// A job with its state worked out; nothing when the reviewed state
-	// has its job.
-	sqlInsJobAs = `INSERT INTO jobs (repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
+	// A job with its state worked out, and its id: a chain's, or NULL
+	// for SQLite to draw (insertJob); nothing when the reviewed state has
+	// its job.
+	sqlInsJobAs = `INSERT INTO jobs (id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
 			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?12, ?12)
+		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)
 		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING`
+	sqlMaxJobID = `SELECT COALESCE(MAX(id), 0) FROM jobs`
 )
 
-func (e *sqliteEngine) jobInsertSQL() [2]string { return [2]string{sqlNewestUpdate, sqlInsJobAs} }
+func (e *sqliteEngine) jobInsertSQL() [3]string {
+	return [3]string{sqlNewestUpdate, sqlInsJobAs, sqlMaxJobID}
+}
 
 // insertJob is sqlInsJob in two plain statements: the pull request's
 // newest update time, then the job with the state it decides, its id
@@ -246,7 +250,7 @@ func (e *sqliteEngine) insertJob(ctx context.Context, st boundStmts, del validat
 	if newest.Valid && newest.Int64 > updated {
 		state, reason = StateSuperseded, staleReason
 	}
-	r, err := st.insJobAs.ExecContext(ctx, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
+	r, err := st.insJobAs.ExecContext(ctx, nil, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
 		nullInt(job.InstallationID), del.ID, job.Trigger, updated, string(state), reason, now)
 	if err != nil {
 		return 0, "", err
