@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/storetest"
 )
 
 // BenchmarkPendingCommandsPoll: what the partial index of migration 0010
@@ -22,7 +23,7 @@ func BenchmarkPendingCommandsPoll(b *testing.B) {
 	c := newClock()
 	db, path := openTest(b, c)
 	now := c.Now()
-	record(b, db, commandDelivery("cmd-1", now.Add(-time.Minute)), nil)
+	record(b, db, storetest.CommandDelivery("cmd-1", now.Add(-time.Minute)), nil)
 	raw := rawDB(b, path)
 	tx, err := raw.Begin()
 	if err != nil {

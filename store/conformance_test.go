@@ -1,46 +1,15 @@
 package store_test
 
-import "testing"
+import (
+	"testing"
 
-// conformance are the tests of the store's contract: what every engine
-// must do the same way (intake, jobs and their leases, re-runs, runs,
-// operator actions, the dashboard's and the CLI's reads, retention).
-// TestPostgres runs each again on PostgreSQL; run on their own, they test
-// SQLite. Tests of one engine's machinery (SQLite's WAL, body log, busy
-// timeout, file backup) are not in the list.
-var conformance = []struct {
-	name string
-	fn   func(*testing.T)
-}{
-	{"RecordDeliveryStoresRawBodyAndJob", TestRecordDeliveryStoresRawBodyAndJob},
-	{"RecordDeliveryRejectsIncompleteInput", TestRecordDeliveryRejectsIncompleteInput},
-	{"RecordDeliveryJobLifecycle", TestRecordDeliveryJobLifecycle},
-	{"RecordDeliveryCancelsInstallation", TestRecordDeliveryCancelsInstallation},
-	{"RecordDeliveryAfterCloseFails", TestRecordDeliveryAfterCloseFails},
-	{"SameDeliveryConcurrently", TestSameDeliveryConcurrently},
-	{"ClaimLeaseAndFencing", TestClaimLeaseAndFencing},
-	{"RetryBackoffDeadAndFailed", TestRetryBackoffDeadAndFailed},
-	{"ExpiredLastLeaseEndsDead", TestExpiredLastLeaseEndsDead},
-	{"SupersedeStandalone", TestSupersedeStandalone},
-	{"RerunDoneAndDeadJobs", TestRerunDoneAndDeadJobs},
-	{"RerunOfOlderHeadIsNotRevived", TestRerunOfOlderHeadIsNotRevived},
-	{"RerunByHeadOverTwoPullRequests", TestRerunByHeadOverTwoPullRequests},
-	{"LabelAfterSkippedRunRequeues", TestLabelAfterSkippedRunRequeues},
-	{"NewDeliveryRequeuesDeadAndFailedJobs", TestNewDeliveryRequeuesDeadAndFailedJobs},
-	{"StaleDeliveryLeavesDeadJobDead", TestStaleDeliveryLeavesDeadJobDead},
-	{"MarkPostedMerges", TestMarkPostedMerges},
-	{"ListJobs", TestListJobs},
-	{"RetryJob", TestRetryJob},
-	{"CancelJobFromAnotherHandle", TestCancelJobFromAnotherHandle},
-	{"DashboardViews", TestDashboardViews},
-	{"QueueStats", TestQueueStats},
-	{"CommandDeliveries", TestCommandDeliveries},
-}
+	"github.com/gilf-review/gilf/store/storetest"
+)
 
-// TestPostgres is the conformance suite on PostgreSQL: each test opens
-// its stores in a database of its own on the package's server.
-func TestPostgres(t *testing.T) {
-	for _, c := range conformance {
-		t.Run(c.name, c.fn)
+// TestConformance runs the store's conformance suite (store/storetest) on
+// SQLite and on PostgreSQL.
+func TestConformance(t *testing.T) {
+	for _, e := range []storetest.Engine{lite, postgres} {
+		t.Run(e.Name, func(t *testing.T) { storetest.Run(t, e) })
 	}
 }

@@ -38,7 +38,7 @@ type DayCost struct {
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT `+dayOf(d.engine, "started_at")+` AS day,
+	rows, err := d.r.QueryContext(ctx, `SELECT `+d.eng.dayOf("started_at")+` AS day,
 			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
@@ -64,13 +64,4 @@ func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error)
 		return nil, fmt.Errorf("costs by day: %w", err)
 	}
 	return out, nil
-}
-
-// dayOf is the engine's expression for the UTC day (YYYY-MM-DD) of a
-// column of Unix milliseconds.
-func dayOf(e Engine, col string) string {
-	if e == EnginePostgres {
-		return "to_char(to_timestamp(" + col + " / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
-	}
-	return "strftime('%Y-%m-%d', " + col + " / 1000, 'unixepoch')"
 }

@@ -1,15 +1,3 @@
-// Package store keeps gilf's durable state in SQLite (modernc.org/sqlite, no
-// cgo): webhook deliveries, review jobs with their leases and retries, and
-// everything a run produced (steps, findings, artifacts, cost spans, shadow
-// telemetry, posted reviews).
-//
-// Writes go through one writer connection whose transactions begin
-// IMMEDIATE, so a transaction never has to upgrade a read lock to a write
-// lock (the upgrade is what fails with SQLITE_BUSY despite busy_timeout).
-// Webhook deliveries are group-committed: one goroutine batches the pending
-// deliveries into a single transaction and each caller waits for its
-// batch's commit. Reads use their own pool of query-only connections; in
-// WAL mode they never wait for the writer.
 package store
 
 import (
@@ -19,16 +7,9 @@ import (
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
-	"net/url"
-	"strconv"
-	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
-	"github.com/gilf-review/gilf/migrations"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
@@ -55,20 +36,9 @@ const (
 	DefaultCheckpointInterval = time.Second
 	// DefaultBusyCheckpointBytes is the WAL size past which the intake
 	// writer checkpoints the WAL itself, between two batches, so that it
-	// starts over. The checkpointer cannot get there alone while
-	// deliveries keep coming: a commit lands while it copies, so the WAL
-	// is never fully copied, and it grows. Below this size the writer
-	// leaves the copying to the checkpointer, beside its commits, because
-	// its own checkpoints stall every delivery waiting meanwhile: at 64
-	// concurrent deliveries on two CPUs, a writer checkpoint every 250 ms
-	// made p99 33–37 ms on 500 pull requests, one past 256 MiB 23–27 ms,
-	// with throughput the same or better. The writer's WAL is truncated
-	// back to this size when it starts over (journal_size_limit), so the
-	// file's size tells the writer when the WAL has passed it. Past it,
-	// the writer first has the checkpointer copy the WAL beside its
-	// commits, then checkpoints what was committed meanwhile:
-	// BenchmarkBusyCheckpointStall measured the stall at 0.43-0.66x of the
-	// writer copying everything itself.
+	// starts over (see the writer). The writer's WAL is truncated back to
+	// this size when it starts over (journal_size_limit), so the file's
+	// size tells the writer when the WAL has passed it.
 	DefaultBusyCheckpointBytes = 256 << 20
 	// DefaultBusyCheckpointInterval is how often at most the writer looks
 	// at the WAL's size (and checkpoints it, past
@@ -85,20 +55,6 @@ const (
 	DefaultBodySegmentMaxBytes = 256 << 20
 	DefaultBodySegmentMaxAge   = 24 * time.Hour
 )
-
-// pipelineQueue is how many batches may wait for the appender before the
-// writer waits too.
-const pipelineQueue = 64
-
-// pageSize is the page size of a new database: SQLite's default, which
-// measured no slower for 25 KB bodies than larger pages (fewer WAL frames,
-// but larger statement-journal copies).
-const pageSize = 4096
-
-// writerCacheKiB is the writer connection's page cache: room for a full
-// batch of deliveries without spilling mid-transaction. Much larger
-// measured slower (fresh page allocations instead of reuse).
-const writerCacheKiB = 8 << 10
 
 // Synchronous is the durability level of acknowledged writes, named after
 // SQLite's PRAGMA synchronous. The connections themselves run at NORMAL;
@@ -200,151 +156,42 @@ func (o Options) withDefaults() Options {
 // DB is gilf's store. It is safe for concurrent use, also by several
 // processes sharing one file.
 type DB struct {
-	engine   Engine
-	w        *sql.DB         // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
-	r        *sql.DB         // query-only pool
-	ck       *sql.DB         // SQLite: one connection for WAL checkpoints
-	pgConfig *pgx.ConnConfig // PostgreSQL: for the sessions outside the pool (postgres.go)
-	log      *slog.Logger
-	opts     Options
-	stmts    intakeStmts
-	bodies   *bodyLog          // SQLite: raw delivery bodies; see bodies.go (PostgreSQL keeps them in the row)
-	wal      *walFile          // SQLite: the WAL, fsynced by the store; see walsync.go
-	reqs     []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
-	appends  chan appendJob    // writer → appender
-	quit     chan struct{}
-	wg       sync.WaitGroup
-	closer   sync.Once
-	ready    readyCache // see ready.go
-	// pipelined counts, for tests, the statements (chains and rounds) of
-	// the intake batches PostgreSQL recorded through pgx's pipeline
-	// (intake_postgres.go), and the chains SQLite recorded
-	// (intake_chain.go).
-	pipelined atomic.Int64
-	// busyCheckpoints counts, for tests and benchmarks, the intake
-	// writer's own checkpoints (see writer); busyFrames sums the WAL
-	// frames they found, busyCopied those they had to copy themselves,
-	// and busyStall the time they held the writer. prepared is how many
-	// of the WAL's frames were in the database file after the pass the
-	// writer asked for (ckNow), for its next checkpoint's busyCopied.
-	busyCheckpoints, busyFrames, busyCopied, busyStall atomic.Int64
-	prepared                                           atomic.Int64
-	// ckNow asks the checkpointer for a pass now (SQLite's writer, past
-	// BusyCheckpointBytes); ckPassed tells the writer it is over. Both
-	// hold one signal.
-	ckNow, ckPassed chan struct{}
-	// busyUnprepared makes the writer's own checkpoint copy everything
-	// itself, without the checkpointer's pass first: the baseline of
-	// BenchmarkBusyCheckpointStall, never set otherwise.
-	busyUnprepared bool
-	// firstStats is a PostgreSQL replica's first ANALYZE (postgres_stats.go).
-	firstStats firstStats
-	// soloAtOnce makes a solo new head supersede its older heads at once,
-	// one statement each, as every new head did before intake_solo.go:
-	// the baseline of BenchmarkSoloSupersede, never set otherwise.
-	soloAtOnce bool
+	eng   engine  // what differs between SQLite and PostgreSQL (engine.go)
+	w     *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
+	r     *sql.DB // query-only pool
+	log   *slog.Logger
+	opts  Options
+	stmts intakeStmts
+	reqs  []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
+	quit  chan struct{}
+	wg    sync.WaitGroup
+	// closer closes once; ready is the last write probe (ready.go).
+	closer sync.Once
+	ready  readyCache
 }
 
-// Open opens (creating when missing) the SQLite database at path, applies
-// pending migrations one per transaction, and starts the group-commit
-// writer. Close releases it.
-func Open(ctx context.Context, path string, logger *slog.Logger, opts Options) (*DB, error) {
-	if logger == nil {
-		return nil, errors.New("open store: nil logger")
+// newDB is a DB on w and r whose engine eng makes, with one intake
+// writer per queue of reqs; start starts them.
+func newDB(w, r *sql.DB, logger *slog.Logger, opts Options, writers int) *DB {
+	d := &DB{w: w, r: r, log: logger, opts: opts, reqs: make([]chan *intakeReq, writers), quit: make(chan struct{}),
+		ready: readyCache{turn: make(chan struct{}, 1)}}
+	for i := range d.reqs {
+		d.reqs[i] = make(chan *intakeReq)
 	}
-	if path == "" || strings.ContainsAny(path, "?#") {
-		return nil, fmt.Errorf("open store: invalid database path %q (empty, or holds '?' or '#')", path)
-	}
-	opts = opts.withDefaults()
-	switch opts.Synchronous {
-	case SynchronousNormal, SynchronousFull:
-	default:
-		return nil, fmt.Errorf("open store: unknown synchronous level %q", opts.Synchronous)
-	}
-	w, err := sql.Open("sqlite", dsn(path, opts, false))
-	if err != nil {
-		return nil, fmt.Errorf("open store %s: %w", path, err)
-	}
-	w.SetMaxOpenConns(1)
-	w.SetMaxIdleConns(1)
-	w.SetConnMaxLifetime(0)
-	w.SetConnMaxIdleTime(0)
-	if err := migrateFS(ctx, w, EngineSQLite, migrations.FS, opts.Now, logger); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
-	}
-	ck, err := sql.Open("sqlite", dsn(path, opts, false))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), w.Close())
-	}
-	ck.SetMaxOpenConns(1)
-	r, err := sql.Open("sqlite", dsn(path, opts, true))
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), ck.Close(), w.Close())
-	}
-	r.SetMaxOpenConns(opts.ReadConns)
-	r.SetMaxIdleConns(opts.ReadConns)
-	if err := r.PingContext(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: read pool: %w", path, err), r.Close(), ck.Close(), w.Close())
-	}
-	// The writer connection is open (and keeps the WAL in place) from
-	// here until Close.
-	wal, err := openWAL(path)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), r.Close(), ck.Close(), w.Close())
-	}
-	bodies, err := openBodyLog(path, opts.MaxBytes, opts.BodySegmentMaxBytes, opts.BodySegmentMaxAge)
-	if err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), wal.close(), r.Close(), ck.Close(), w.Close())
-	}
-	d := &DB{engine: EngineSQLite, w: w, r: r, ck: ck, log: logger, opts: opts, bodies: bodies, wal: wal,
-		reqs: []chan *intakeReq{make(chan *intakeReq)}, appends: make(chan appendJob, pipelineQueue), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}, ckNow: make(chan struct{}, 1), ckPassed: make(chan struct{}, 1)}
-	if err := d.durable(); err != nil { // the migrations just applied
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
-	}
-	if err := d.stmts.prepare(ctx, w, EngineSQLite); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", path, err), bodies.close(), wal.close(), r.Close(), ck.Close(), w.Close())
+	return d
+}
+
+// start prepares intake's statements and starts its writers.
+func (d *DB) start(ctx context.Context) error {
+	if err := d.stmts.prepare(ctx, d.w, d.eng); err != nil {
+		return err
 	}
 	life := context.WithoutCancel(ctx)
-	d.wg.Add(3)
-	go d.writer(life, d.reqs[0])
-	go d.appender()
-	go d.checkpointer(life)
-	return d, nil
-}
-
-// dsn builds the modernc connection string: WAL, busy_timeout, foreign
-// keys, and IMMEDIATE write transactions (or query_only for readers).
-func dsn(path string, o Options, readOnly bool) string {
-	q := url.Values{}
-	q.Add("_pragma", "busy_timeout("+strconv.FormatInt(o.BusyTimeout.Milliseconds(), 10)+")")
-	// page_size runs before the journal_mode shorthand (modernc applies
-	// _pragma values first), so a new database is created with it; an
-	// existing one keeps its own.
-	q.Add("_pragma", "page_size("+strconv.Itoa(pageSize)+")")
-	q.Set("_journal_mode", "WAL")
-	q.Add("_pragma", "foreign_keys(1)")
-	// NORMAL: a commit does not fsync; with SynchronousFull the store
-	// fsyncs the WAL before acknowledging (walsync.go).
-	q.Add("_pragma", "synchronous(NORMAL)")
-	// The checkpointer goroutine copies the WAL into the database off the
-	// commit path; commits never checkpoint themselves. A WAL that starts
-	// over is cut back to BusyCheckpointBytes (see the writer).
-	q.Add("_pragma", "wal_autocheckpoint(0)")
-	q.Add("_pragma", "journal_size_limit("+strconv.FormatInt(o.BusyCheckpointBytes, 10)+")")
-	if o.MaxBytes > 0 {
-		q.Add("_pragma", "max_page_count("+strconv.FormatInt(max(o.MaxBytes/pageSize, 1), 10)+")")
+	d.wg.Add(len(d.reqs))
+	for _, q := range d.reqs {
+		go d.writer(life, q)
 	}
-	if readOnly {
-		q.Add("_pragma", "query_only(1)")
-	} else {
-		q.Add("_pragma", "cache_size(-"+strconv.Itoa(writerCacheKiB)+")")
-		// Statement journals in memory: a file-backed one costs a write
-		// call per page it saves.
-		q.Add("_pragma", "temp_store(MEMORY)")
-		q.Set("_txlock", "immediate")
-	}
-	return path + "?" + q.Encode()
+	return nil
 }
 
 // Ping checks that both pools answer.
@@ -358,19 +205,15 @@ func (d *DB) Ping(ctx context.Context) error {
 	return nil
 }
 
-// Close stops the group-commit writer (deliveries already taken into a
-// batch are committed first; later ones get ErrClosed) and closes both
-// pools. It is safe to call more than once.
+// Close stops the group-commit writers (deliveries already taken into a
+// batch are committed first; later ones get ErrClosed) and closes the
+// pools and what the engine holds. It is safe to call more than once.
 func (d *DB) Close() error {
 	var err error
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		errs := []error{d.stmts.close(), d.r.Close(), d.w.Close()}
-		if d.engine == EngineSQLite {
-			errs = append(errs, d.bodies.close(), d.ck.Close(), d.wal.close())
-		}
-		err = errors.Join(errs...)
+		err = errors.Join(d.stmts.close(), d.r.Close(), d.w.Close(), d.eng.close())
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}
@@ -396,50 +239,5 @@ func fromMs(v int64) time.Time {
 
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
 
-// checkpointer copies committed WAL frames into the database file every
-// CheckpointInterval, on its own connection, so commits (and the webhook
-// answers waiting on them) never pay for it; a busy writer checkpoints
-// itself too (see writer), after a pass it asks the checkpointer for
-// (ckNow, answered on ckPassed). A PASSIVE checkpoint runs beside the
-// writer's commits and copies the frames committed when it began — rows
-// whose bodies are durable, since a batch commits only after its bodies'
-// fsync. A last checkpoint runs at Close.
-func (d *DB) checkpointer(ctx context.Context) {
-	defer d.wg.Done()
-	t := time.NewTicker(d.opts.CheckpointInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			d.checkpoint(ctx, "PASSIVE")
-		case <-d.ckNow:
-			_, done := d.checkpoint(ctx, "PASSIVE")
-			d.prepared.Store(int64(done))
-			// No pass of the ticker's now, while the writer wants the
-			// connection for its own checkpoint.
-			t.Reset(d.opts.CheckpointInterval)
-			select {
-			case d.ckPassed <- struct{}{}:
-			default: // the writer has one to take already
-			}
-		case <-d.quit:
-			d.checkpoint(ctx, "TRUNCATE")
-			return
-		}
-	}
-}
-
-// checkpoint runs one checkpoint and returns SQLite's counts: the WAL's
-// frames, and how many of them are now in the database file (0, 0 when
-// it failed).
-func (d *DB) checkpoint(ctx context.Context, mode string) (logFrames, done int) {
-	var busy int
-	if err := d.ck.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &logFrames, &done); err != nil {
-		d.log.Error("wal checkpoint failed", "mode", mode, "err", err)
-		return 0, 0
-	}
-	if busy != 0 && mode != "PASSIVE" {
-		d.log.Warn("wal checkpoint incomplete", "mode", mode, "wal_frames", logFrames, "checkpointed", done)
-	}
-	return logFrames, done
-}
+// Engine says which database the store runs on.
+func (d *DB) Engine() Engine { return d.eng.name() }

@@ -43,16 +43,16 @@ func (d *DB) Delivery(ctx context.Context, id string) (StoredDelivery, error) {
 	switch {
 	case pruned.Valid:
 		s.Body, s.BodyPrunedAt = nil, fromMs(pruned.Int64)
-	case d.engine == EnginePostgres: // in the row, encoded as in the body log
-		if s.Body, err = decodeBody(s.Body); err != nil {
-			return s, fmt.Errorf("delivery %q: %w", id, err)
-		}
-	case seg.Valid: // in the body log (rows from before migration 0002 keep it in the column)
+	case seg.Valid: // in SQLite's body log
 		ref, err := bodyRefOf(seg, off, n, crc)
 		if err == nil {
-			s.Body, err = readBody(d.bodies.dir, ref)
+			s.Body, err = d.eng.loggedBody(ref)
 		}
 		if err != nil {
+			return s, fmt.Errorf("delivery %q: %w", id, err)
+		}
+	default: // in the row
+		if s.Body, err = d.eng.rowBody(s.Body); err != nil {
 			return s, fmt.Errorf("delivery %q: %w", id, err)
 		}
 	}

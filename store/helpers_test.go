@@ -3,150 +3,59 @@ package store_test
 import (
 	"context"
 	"database/sql"
-	"fmt"
 	"io"
-	"log/slog"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/gilf-review/gilf/internal/pgtest"
-	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/store"
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store/storetest"
 )
 
-// clock is a settable test clock.
-type clock struct {
-	mu sync.Mutex
-	t  time.Time
-}
+// The conformance suite's helpers, under the names this package's tests
+// use.
+type clock = storetest.Clock
 
-func newClock() *clock { return &clock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)} }
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *clock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
-func testLogger(t testing.TB) *slog.Logger {
-	t.Helper()
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil))
-	}
-	return slog.New(slog.NewTextHandler(io.Discard, nil))
-}
+var (
+	newClock   = storetest.NewClock
+	testLogger = storetest.Logger
+	payload    = storetest.Payload
+	delivery   = storetest.Delivery
+	spec       = storetest.Spec
+	sha        = storetest.SHA
+	record     = storetest.Record
+	state      = storetest.State
+	claim      = storetest.Claim
+)
 
 // openAt opens a store at loc — a SQLite file path, or a postgres:// URL
 // (newLocation) — and closes it at the end of the test.
 func openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	t.Helper()
-	open := store.Open
 	if store.IsPostgresURL(loc) {
-		open = store.OpenPostgres
+		return postgres.OpenAt(t, loc, opts)
 	}
-	db, err := open(context.Background(), loc, testLogger(t), opts)
-	if err != nil {
-		t.Fatalf("open store: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := db.Close(); err != nil {
-			t.Errorf("close store: %v", err)
-		}
-	})
-	return db
-}
-
-// openTest opens a fresh store on the engine under test (onPostgres) and
-// returns it with its location.
-func openTest(t testing.TB, c *clock) (*store.DB, string) {
-	t.Helper()
-	loc := newLocation(t)
-	return openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
+	return lite.OpenAt(t, loc, opts)
 }
 
 // pg is the package's PostgreSQL server (TestMain).
 var pg *pgtest.Server
 
-// postgresPrefix names the conformance run on PostgreSQL: every test run
-// under it (TestPostgres, conformance_test.go) opens PostgreSQL stores.
-const postgresPrefix = "TestPostgres/"
+var (
+	// lite is SQLite: a file in the test's temp dir. The tests of one
+	// engine's machinery outside the conformance suite run on it.
+	lite = storetest.Engine{Name: "sqlite", NewLocation: func(t testing.TB) string { return filepath.Join(t.TempDir(), "gilf.db") }, Open: store.Open}
+	// postgres is a new database on the package's PostgreSQL server.
+	postgres = storetest.Engine{Name: "postgres", NewLocation: func(t testing.TB) string { return pg.NewDatabase(t) }, Open: store.OpenPostgres}
+)
 
-func onPostgres(t testing.TB) bool { return strings.HasPrefix(t.Name(), postgresPrefix) }
-
-// newLocation is where a fresh, empty store lives for this test: a file
-// in its temp dir, or a new database on the package's PostgreSQL server.
-func newLocation(t testing.TB) string {
+// openTest opens a fresh SQLite store and returns it with its location.
+func openTest(t testing.TB, c *clock) (*store.DB, string) {
 	t.Helper()
-	if onPostgres(t) {
-		return pg.NewDatabase(t)
-	}
-	return filepath.Join(t.TempDir(), "gilf.db")
-}
-
-// payload is a real pull_request delivery body.
-func payload(t testing.TB) []byte {
-	t.Helper()
-	b, err := os.ReadFile(shared.Data(t, "webhooks", "pull_request", "opened.json"))
-	if err != nil {
-		t.Fatalf("read payload: %v", err)
-	}
-	return b
-}
-
-func delivery(id string, body []byte, at time.Time) validation.Delivery {
-	return validation.Delivery{
-		ID: id, Event: "pull_request", Action: "opened", InstallationID: 1,
-		Repo: "Codertocat/Hello-World", PR: 2, HeadSHA: "ec26c3e57ca3a959ca5aad62de7213c562f8c821",
-		ReceivedAt: at, Status: validation.DeliveryQueued, Body: body,
-	}
-}
-
-func spec(head string, updated time.Time) *validation.JobSpec {
-	return &validation.JobSpec{
-		Repo: "Codertocat/Hello-World", PR: 2, HeadSHA: head, HeadRepo: "Codertocat/Hello-World",
-		BaseRef: "master", InstallationID: 1, Trigger: "opened", PRUpdatedAt: updated,
-	}
-}
-
-func sha(n int) string { return fmt.Sprintf("%040x", n) }
-
-func record(t testing.TB, db *store.DB, d validation.Delivery, j *validation.JobSpec) validation.RecordResult {
-	t.Helper()
-	res, err := db.RecordDelivery(context.Background(), d, j)
-	if err != nil {
-		t.Fatalf("record delivery %s: %v", d.ID, err)
-	}
-	return res
-}
-
-func state(t testing.TB, db *store.DB, id int64) store.JobStatus {
-	t.Helper()
-	st, err := db.JobState(context.Background(), id)
-	if err != nil {
-		t.Fatalf("job state %d: %v", id, err)
-	}
-	return st
-}
-
-func claim(t testing.TB, db *store.DB, owner string, ttl time.Duration) (store.Job, bool) {
-	t.Helper()
-	j, ok, err := db.Claim(context.Background(), owner, ttl)
-	if err != nil {
-		t.Fatalf("claim: %v", err)
-	}
-	return j, ok
+	loc := lite.NewLocation(t)
+	return openAt(t, loc, store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }}), loc
 }
 
 // rawDB opens the store's file with a plain connection, as another process

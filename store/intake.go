@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -11,7 +10,6 @@ import (
 	"io/fs"
 	"slices"
 	"strconv"
-	"time"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -60,7 +58,7 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	if err := checkDelivery(del, job); err != nil {
 		return fail(err)
 	}
-	if err := d.storageFailed(); err != nil {
+	if err := d.eng.failed(); err != nil {
 		return fail(err)
 	}
 	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
@@ -122,7 +120,7 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 	}
 	h := fnv.New32a()
 	if r.job != nil {
-		h.Write([]byte(prKey(r.job))) // the key rounds and chains group by
+		h.Write([]byte(prKey(r.job))) // the key prLocks locks
 	} else {
 		h.Write([]byte(r.d.ID))
 	}
@@ -131,54 +129,13 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 
 // writer takes one pending delivery of its queue, then every other
 // delivery already waiting there (up to MaxBatch), and commits them
-// together. It exits when the store closes; SQLite's one writer then
-// closes the appender's queue.
+// together (engine.commit): a group commit, one fsync for the batch. It
+// exits when the store closes.
 func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
-	if d.engine == EngineSQLite { // the one writer feeds the appender
-		defer close(d.appends)
-	}
-	lastLook := time.Now()
-	asked := false // for the checkpointer's pass before the writer's own
+	defer d.eng.writerDone()
 	for {
-		if d.engine == EngineSQLite && !asked && time.Since(lastLook) >= d.opts.BusyCheckpointInterval {
-			// Only past BusyCheckpointBytes: until then the checkpointer
-			// copies the WAL beside the commits, and no delivery waits
-			// for it.
-			lastLook = time.Now()
-			if d.wal.past(d.opts.BusyCheckpointBytes) {
-				asked = true
-				if d.busyUnprepared {
-					d.ckPassed <- struct{}{}
-				} else {
-					d.ckNow <- struct{}{} // room for one: only the writer asks, once at a time
-				}
-			}
-		}
-		if asked {
-			select {
-			case <-d.ckPassed:
-				// Between two batches no commit can race the checkpoint,
-				// so it copies the whole WAL and the next batch starts
-				// the WAL over from its beginning instead of growing it.
-				// The checkpointer's pass, which ran beside the commits,
-				// copied all but the frames committed meanwhile, so the
-				// deliveries waiting now wait for those alone, not for up
-				// to CheckpointInterval's worth of frames.
-				start := time.Now()
-				frames, _ := d.checkpoint(ctx, "PASSIVE")
-				d.busyStall.Add(int64(time.Since(start)))
-				d.busyCheckpoints.Add(1)
-				d.busyFrames.Add(int64(frames))
-				copied := int64(frames) - d.prepared.Swap(0)
-				if copied < 0 { // the WAL started over since the pass
-					copied = int64(frames)
-				}
-				d.busyCopied.Add(copied)
-				asked, lastLook = false, time.Now()
-			default:
-			}
-		}
+		d.eng.betweenBatches(ctx)
 		var first *intakeReq
 		select {
 		case first = <-reqs:
@@ -195,22 +152,17 @@ func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 				break fill
 			}
 		}
-		if d.engine == EnginePostgres {
-			d.commitInline(ctx, batch)
-			continue
-		}
-		d.commitBatch(ctx, batch)
+		d.eng.commit(ctx, batch)
 	}
 }
 
-// commitInline commits a batch whose bodies go in their rows
-// (PostgreSQL): one transaction, one by one when a delivery fails in it.
+// commitInline commits a batch whose bodies go in their rows: one
+// transaction, one by one when a delivery fails in it.
 func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
 	res := d.commitRows(ctx, batch, make([]intakeRes, len(batch)), nil)
 	for _, r := range batch {
 		r.stored.release()
 	}
-	d.noteJobs(ctx, res) // before the answers: a caller then finds it started
 	d.answer(batch, res)
 }
 
@@ -241,139 +193,6 @@ func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes,
 	return res
 }
 
-// commitBatch reserves the batch's bodies, has the appender write them,
-// runs the batch in one transaction that commits once the bodies are
-// durable, and answers the batch once the commit is on disk too.
-func (d *DB) commitBatch(ctx context.Context, batch []*intakeReq) {
-	results := make([]intakeRes, len(batch))
-	live := make([]*intakeReq, 0, len(batch))
-	liveAt := make([]int, 0, len(batch))
-	for i, r := range batch {
-		ref, err := d.bodies.reserve(int64(len(r.stored.b)), r.stored.crc)
-		if err != nil { // fails alone: nothing of it is written
-			results[i] = intakeRes{err: err}
-			continue
-		}
-		r.body = ref
-		live = append(live, r)
-		liveAt = append(liveAt, i)
-	}
-	written := make(chan []error, 1)
-	d.appends <- appendJob{batch: live, done: written}
-	if old := d.bodies.takeRetired(); len(old) > 0 {
-		// After the batch that may still write to them.
-		d.appends <- appendJob{retire: old}
-	}
-	// The bodies are written and synced while the statements run; the
-	// transaction commits only once they are durable, so no row — in
-	// the WAL, or copied into the database by a checkpoint — names a
-	// body that is not on disk. A delivery whose body failed fails alone,
-	// without its row.
-	var bodyErr map[*intakeReq]error
-	bodies := func() {
-		if bodyErr == nil {
-			errs := <-written
-			bodyErr = make(map[*intakeReq]error, len(live))
-			for k, err := range errs {
-				bodyErr[live[k]] = err
-				if err != nil {
-					d.log.Error("delivery body not stored; answered with the error", "delivery_id", live[k].d.ID, "err", err)
-				}
-			}
-		}
-	}
-	ready := func(rows []*intakeReq) error {
-		bodies()
-		for i, r := range rows {
-			if err := bodyErr[r]; err != nil {
-				return &itemError{i: i, err: err}
-			}
-		}
-		return nil
-	}
-	if len(live) > 0 {
-		res := d.commitRows(ctx, live, make([]intakeRes, len(live)), ready)
-		for k, i := range liveAt {
-			results[i] = res[k]
-		}
-	}
-	bodies() // a batch that failed before its commit waits for them too
-	d.answer(batch, results)
-}
-
-// appendJob is a batch of reserved bodies for the appender; done gets one
-// error (or nil) per body. A job with retire set instead names segments
-// the writer rotated out: the appender closes them once every earlier
-// job's bodies are written and synced.
-type appendJob struct {
-	batch  []*intakeReq
-	done   chan []error
-	retire []*segment
-}
-
-// appender writes reserved bodies and makes them durable: it takes every
-// batch queued for it, writes their bodies one after the other, fsyncs the
-// segment once (with SynchronousFull) and answers each batch. It runs while
-// the writer executes the same batches' statements, so the fsync is
-// usually over before the writer is ready to commit. It exits
-// when the writer closes its queue.
-func (d *DB) appender() {
-	defer d.wg.Done()
-	var group []appendJob
-	for job := range d.appends {
-		group = append(group[:0], job)
-	drain:
-		for {
-			select {
-			case job, ok := <-d.appends:
-				if !ok {
-					break drain
-				}
-				group = append(group, job)
-			default:
-				break drain
-			}
-		}
-		errs := make([][]error, len(group))
-		var wrote []*segment // the segments written to, once each
-		for g, job := range group {
-			errs[g] = make([]error, len(job.batch))
-			for i, r := range job.batch {
-				errs[g][i] = d.bodies.write(r.stored.b, r.body)
-				r.stored.release()
-				if errs[g][i] == nil && !slices.Contains(wrote, r.body.seg) {
-					wrote = append(wrote, r.body.seg)
-				}
-			}
-		}
-		if len(wrote) > 0 && d.opts.Synchronous == SynchronousFull {
-			if err := d.bodies.sync(wrote...); err != nil {
-				d.log.Error("body log fsync failed: intake refused until restart", "err", err)
-				for g := range errs {
-					for i := range errs[g] {
-						errs[g][i] = cmp.Or(errs[g][i], err)
-					}
-				}
-			}
-		}
-		// Every body of a retired segment is in an earlier job: written
-		// and synced by now. Closed before answering, so a caller that got
-		// its answer finds the segments retired before its batch unlocked.
-		for _, job := range group {
-			for _, seg := range job.retire {
-				if err := seg.close(); err != nil {
-					d.log.Warn("closing a rotated body log segment failed", "segment", seg.name, "err", err)
-				}
-			}
-		}
-		for g, job := range group {
-			if job.done != nil {
-				job.done <- errs[g]
-			}
-		}
-	}
-}
-
 // itemError is one delivery's failure inside a batch.
 type itemError struct {
 	i   int
@@ -386,46 +205,30 @@ func (e *itemError) Unwrap() error { return e.err }
 // runBatch records a batch in one transaction: all or nothing. On
 // PostgreSQL a serialization conflict with another replica runs the whole
 // batch again (bounded by MaxSerializationRetries), and a batch that
-// queued a job notifies JobsChannel with its commit. A batch first runs
-// with pipeline set — PostgreSQL may send it through pgx's pipeline, and
-// either engine may record chains — and again without it when it met a
-// delivery that needs a follow-up (errFollowUp).
+// queued a job notifies JobsChannel with its commit.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
-	pipeline := true
+	if d.stmts.recordNew != nil && ready == nil && allNew(batch) {
+		if done, err := d.runPipelined(ctx, batch, results); done {
+			return err
+		}
+		// Rolled back: a delivery needs the plain statements.
+	}
+	chains := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, ready, pipeline)
-		if errors.Is(err, errFollowUp) { // rolled back: round by round this time
-			pipeline, try = false, try-1
+		err := d.runBatchOnce(ctx, batch, results, ready, chains)
+		if errors.Is(err, errFollowUp) { // rolled back: one by one this time
+			chains, try = false, try-1
 			continue
 		}
-		var begin *beginError
-		if errors.As(err, &begin) && begin.pipeline {
-			// The pipeline did not begin: an ordinary transaction, whose
-			// begin database/sql retries on a fresh connection.
-			pipeline = false
-			continue
-		}
-		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.eng.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, pipeline bool) (err error) {
-	opts := d.txOptions()
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, chains bool) (err error) {
 	locks, byPR := prLocks(batch)
-	if d.engine == EnginePostgres && byPR && pipeline && allNewHeads(batch) {
-		// The whole transaction in one round trip (intake_postgres.go).
-		return d.pipelineBatch(ctx, locks, batch, results)
-	}
-	if d.engine == EnginePostgres && byPR {
-		// Every delivery touches only its own pull request's jobs:
-		// deliveries of one pull request take turns on its lock, others
-		// commit side by side. Under SERIALIZABLE, new heads of one pull
-		// request arriving together would abort each other instead.
-		opts = &sql.TxOptions{Isolation: sql.LevelReadCommitted}
-	}
-	tx, err := d.w.BeginTx(ctx, opts)
+	tx, err := d.w.BeginTx(ctx, d.eng.intakeTx(byPR))
 	if err != nil {
 		return &beginError{err: err}
 	}
@@ -434,74 +237,47 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			err = errors.Join(err, rollback(tx))
 		}
 	}()
-	if d.engine == EnginePostgres && byPR && len(locks) > 0 {
-		if _, err := tx.ExecContext(ctx, sqlLockPRs, locks); err != nil {
+	if byPR && len(locks) > 0 {
+		if err := d.eng.lockPRs(ctx, tx, locks); err != nil {
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
-	if st.recordPG != nil && byPR {
-		// Every delivery touches only its own pull request: one statement
-		// records a round of them (see intake_postgres.go).
-		if queued, err = d.recordRounds(ctx, st, batch, results); err != nil {
-			return err
-		}
-	} else {
-		// SQLite records a pull request's several new heads as a chain
-		// (intake_chain.go), at the place of the first of them.
-		// A new head alone in the batch with its pull request leaves the
-		// supersession of its older heads to one statement for all of
-		// them (intake_solo.go).
-		chainAt := map[int][]pgItem{}
-		inChain := map[int]bool{}
-		var solo []bool
-		later := &laterSupersessions{}
-		if d.engine == EngineSQLite && byPR && pipeline {
-			chains, _ := chainsOf(batch)
-			for _, c := range chains {
-				chainAt[c[0].i] = c
-				for _, it := range c {
-					inChain[it.i] = true
-				}
+	chainAt, inChain := map[int][]int{}, map[int]bool{}
+	if chains && byPR {
+		for _, g := range d.eng.chains(batch) {
+			chainAt[g[0]] = g
+			for _, i := range g {
+				inChain[i] = true
 			}
-			if !d.soloAtOnce {
-				solo = soloPRs(batch)
-			}
-		}
-		for i, r := range batch {
-			if c, ok := chainAt[i]; ok {
-				if err := d.recordChain(ctx, st, c, results); err != nil {
-					if errors.Is(err, errFollowUp) {
-						return err // rolled back: one by one this time
-					}
-					return &itemError{i: -1, err: err}
-				}
-				for _, it := range c {
-					queued = queued || claimable(results[it.i].res)
-				}
-				continue
-			}
-			if inChain[i] {
-				continue
-			}
-			var l *laterSupersessions
-			if solo != nil && solo[i] {
-				l = later
-			}
-			res, err := d.recordTx(ctx, st, r, l)
-			if err != nil {
-				return &itemError{i: i, err: err} // the caller logs it, once
-			}
-			results[i] = intakeRes{res: res}
-			queued = queued || claimable(res) // a job it made claimable
-		}
-		if err := d.supersedeLater(ctx, tx, later, d.nowMs()); err != nil {
-			return &itemError{i: -1, err: err}
 		}
 	}
-	if queued && d.engine == EnginePostgres {
-		if _, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel); err != nil {
+	for i, r := range batch {
+		if g, ok := chainAt[i]; ok {
+			if err := d.eng.recordChain(ctx, st, batch, g, results); err != nil {
+				if errors.Is(err, errFollowUp) {
+					return err
+				}
+				return &itemError{i: -1, err: err}
+			}
+			for _, k := range g {
+				queued = queued || claimable(results[k].res)
+			}
+			continue
+		}
+		if inChain[i] {
+			continue
+		}
+		res, err := d.recordTx(ctx, st, r)
+		if err != nil {
+			return &itemError{i: i, err: err} // the caller logs it, once
+		}
+		results[i] = intakeRes{res: res}
+		queued = queued || claimable(res) // a job it made claimable
+	}
+	if queued {
+		if err := d.eng.notify(ctx, tx); err != nil {
 			return fmt.Errorf("notify: %w", err)
 		}
 	}
@@ -515,6 +291,85 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	}
 	return nil
 }
+
+// The statements around a PostgreSQL batch. sqlLockPRs takes the pull
+// requests' advisory locks in key order, so two batches never hold one
+// each of the other's (a deadlock PostgreSQL broke would run the batch
+// again).
+const (
+	sqlLockPRs    = `SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
+	sqlNotifyJobs = `SELECT pg_notify(?, '')`
+)
+
+// sqlNotifyJobsPG is sqlNotifyJobs in PostgreSQL's dialect, for pgx.
+var sqlNotifyJobsPG = postgresSQL(sqlNotifyJobs)
+
+// allNew reports whether every delivery of the batch asks for a job and
+// cancels and re-runs nothing: sqlRecordNew can record each.
+func allNew(batch []*intakeReq) bool {
+	for _, r := range batch {
+		if r.job == nil || r.d.Cancel != nil || r.d.Rerun != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// pipelineGroups splits a batch of allNew deliveries by pull request, in
+// batch order of their first delivery: a pull request with several new
+// heads in the batch is a chain (recordChain on SQLite, sqlChainPostgres
+// on PostgreSQL), which works out how recording them one after the other
+// would end — a head born superseded by the next instead of inserted
+// queued and updated by it. A batch that names one delivery id, or one
+// reviewed state, twice has no chains (every delivery alone): its second
+// delivery needs the plain statements. What chains buy, measured with
+// bench/intake.sh at c=64 on one pull request (every delivery a new head)
+// beside the code before them, in alternating runs: PostgreSQL 0.03× a
+// bare handler without them, 0.05–0.09× with them (0.06–0.09× before);
+// SQLite 0.06–0.09× without, 0.11–0.12× before.
+func pipelineGroups(batch []*intakeReq) [][]int {
+	ids := make(map[string]bool, len(batch))
+	states := make(map[string]bool, len(batch))
+	at := make(map[string]int) // pull request -> its group
+	var groups [][]int
+	chains := true
+	for i, r := range batch {
+		state := r.job.Repo + "#" + strconv.Itoa(r.job.PR) + "@" + r.job.HeadSHA + ":" + r.job.BaseRef
+		chains = chains && !ids[r.d.ID] && !states[state]
+		ids[r.d.ID], states[state] = true, true
+		k := prKey(r.job)
+		g, ok := at[k]
+		if !ok {
+			g = len(groups)
+			at[k] = g
+			groups = append(groups, nil)
+		}
+		groups[g] = append(groups[g], i)
+	}
+	if chains {
+		return groups
+	}
+	singles := make([][]int, len(batch))
+	for i := range batch {
+		singles[i] = []int{i}
+	}
+	return singles
+}
+
+// errFollowUp is a chain's delivery whose answer needs the plain
+// statements (a duplicate, an existing job): the transaction was rolled
+// back, and the batch runs again one delivery after the other.
+var errFollowUp = errors.New("a delivery of the chain needs a follow-up")
+
+// claimable reports whether recording a delivery made a job claimable:
+// new, queued again, re-run.
+func claimable(res validation.RecordResult) bool {
+	return !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
+}
+
+// prKey names a pull request: deliveries with one key share a writer
+// queue (queueOf) and an advisory lock (prLocks).
+func prKey(j *validation.JobSpec) string { return "pr:" + j.Repo + "#" + strconv.Itoa(j.PR) }
 
 // prLocks are the advisory lock keys of the pull requests a batch's jobs
 // belong to, sorted and distinct; byPR is false when a delivery also
@@ -538,20 +393,12 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 // supersession of older heads, its cancellation and its re-run. A new job
 // for a new head — almost every delivery — costs three statements: insert
 // the delivery, insert the job (or look it up), supersede.
-//
-// later, when set, takes the supersession of a solo new head's older heads
-// (intake_solo.go): its statements are then the delivery's insert, the
-// query of the pull request's newest update and older heads, and the
-// job's insert, and the batch supersedes for all of them at its end.
-func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq, later *laterSupersessions) (validation.RecordResult, error) {
+func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
 	del, job, body := r.d, r.job, r.body
 	var res validation.RecordResult
-	if st.recordPG != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
-		res, err := d.recordPostgres(ctx, st, []pgItem{{req: r}})
-		if err != nil {
-			return validation.RecordResult{}, err
-		}
-		return res[0], nil
+	now := d.nowMs()
+	if st.recordNew != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
+		return d.recordNew(ctx, st, r, now)
 	}
 	inserted, err := d.insertDelivery(ctx, st, r)
 	if err != nil {
@@ -560,9 +407,8 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq, later *l
 	if !inserted { // the id is already recorded: nothing else is written
 		return d.duplicate(ctx, st, del.ID, body)
 	}
-	now := d.nowMs()
 	if job != nil {
-		if res, err = d.recordJob(ctx, st, del, job, now, later); err != nil {
+		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
 			return res, err
 		}
 	}
@@ -594,8 +440,8 @@ func (d *DB) insertDelivery(ctx context.Context, st boundStmts, r *intakeReq) (b
 	if job != nil { // the row carries the job's key: it is the link to the job
 		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
 	}
-	inline := []byte{} // SQLite: the body is in the body log
-	if d.engine == EnginePostgres {
+	inline := []byte{} // in the body log, when the engine keeps one
+	if body.segment == "" {
 		inline = r.stored.b
 	}
 	// A body in the body log is named by its reference; one in its row
@@ -634,7 +480,7 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 	}
 	old, err := bodyRefOf(seg, off, n, crc)
 	if err == nil {
-		_, err = readBody(d.bodies.dir, old)
+		_, err = d.eng.loggedBody(old)
 	}
 	if !errors.Is(err, ErrBodyCorrupt) && !errors.Is(err, fs.ErrNotExist) {
 		return res, nil // intact, or unreadable for another reason: keep it
@@ -648,29 +494,14 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 
 // recordJob creates the job a delivery asks for, or attaches the delivery
 // to the existing job for the same reviewed state, and supersedes older
-// heads of the pull request.
-//
-// later, when set (a solo new head, intake_solo.go), takes the
-// supersession of the older heads, to run at the end of the batch.
-func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64, later *laterSupersessions) (validation.RecordResult, error) {
+// heads of the pull request. A new job for a new reviewed state — almost
+// every delivery — is inserted at once, queued or (when a newer head was
+// received already) superseded; an existing one is looked up and touched.
+func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
-	updated := ms(job.PRUpdatedAt)
-	// A new job for a new reviewed state — almost every delivery — is
-	// inserted at once, queued or (when a newer head was received
-	// already) superseded; an existing one is looked up and touched.
 	var created string
-	var older []int64
 	var err error
-	switch {
-	case later != nil:
-		res.JobID, created, older, err = insertSoloJobSQLite(ctx, st, del, job, updated, now)
-	case d.engine == EngineSQLite:
-		res.JobID, created, err = insertJobSQLite(ctx, st, del, job, updated, now)
-	default:
-		err = st.insJob.QueryRowContext(ctx,
-			job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-			updated, staleReason, now).Scan(&res.JobID, &created)
-	}
+	res.JobID, created, err = d.eng.insertJob(ctx, st, del, job, now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return d.attachJob(ctx, st, job, now)
@@ -678,10 +509,7 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		return res, fmt.Errorf("insert job: %w", err)
 	}
 	res.JobState, res.JobCreated = created, true
-	if created == string(StateQueued) && later != nil {
-		later.add(older, supersedeReason(job.HeadSHA, res.JobID))
-		res.Superseded = len(older)
-	} else if created == string(StateQueued) {
+	if created == string(StateQueued) {
 		n, err := supersedeOlder(ctx, st, job, res.JobID, now)
 		if err != nil {
 			return res, err
@@ -689,46 +517,6 @@ func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delive
 		res.Superseded = n
 	}
 	return res, nil
-}
-
-// insertJobSQLite is sqlInsJob in two plain statements (SQLite): the
-// pull request's newest update time (sqlNewestUpdate), then the job with
-// the state it decides (sqlInsJobAs, its id drawn by SQLite).
-// sql.ErrNoRows means the reviewed state has its job. The newest update
-// may be that job's own, but then nothing is inserted, and attachJob
-// decides with the pull request's other heads only.
-//
-// sqlInsJob's INSERT … SELECT reads the table it writes, and SQLite
-// copies its row into a temporary table first; its RETURNING keeps
-// another: measured 11–14% of the writer's statement time on 500 pull
-// requests, with each plan chosen at random per batch.
-func insertJobSQLite(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, updated, now int64) (int64, string, error) {
-	var newest sql.NullInt64
-	err := st.newestUpdate.QueryRowContext(ctx, job.Repo, job.PR).Scan(&newest)
-	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return 0, "", fmt.Errorf("newest update of %s#%d: %w", job.Repo, job.PR, err)
-	}
-	return insertJobAs(ctx, st, del, job, updated, now, newest)
-}
-
-// insertJobAs inserts the job (sqlInsJobAs) queued, or superseded when
-// the pull request's newest update time is later than its own; its id,
-// its state, or sql.ErrNoRows when the reviewed state has its job.
-func insertJobAs(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, updated, now int64, newest sql.NullInt64) (int64, string, error) {
-	state, reason := StateQueued, ""
-	if planChain([]int64{updated}, newest.Int64, newest.Valid)[0].stale { // a chain of one
-		state, reason = StateSuperseded, staleReason
-	}
-	r, err := st.insJobAs.ExecContext(ctx, nil, job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
-		nullInt(job.InstallationID), del.ID, job.Trigger, updated, string(state), reason, now)
-	if err != nil {
-		return 0, "", err
-	}
-	if n, err := r.RowsAffected(); err != nil || n == 0 {
-		return 0, "", cmp.Or(err, sql.ErrNoRows)
-	}
-	id, err := r.LastInsertId()
-	return id, string(state), err
 }
 
 // attachJob attaches another trigger to the existing job of a reviewed
@@ -867,7 +655,7 @@ const (
 			AND pr_updated_at <= ?7`
 	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
 	// never the history. %s is the engine's JSON array of repositories
-	// (jsonEach).
+	// (engine.jsonEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
@@ -905,29 +693,25 @@ var (
 		RETURNING id, state`
 )
 
-// jsonEach is the engine's table of a JSON array's elements as text, in a
-// column named value; param is the placeholder of the array's text.
-func jsonEach(e Engine, param string) string {
-	if e == EnginePostgres {
-		return "json_array_elements_text(CAST(" + param + " AS json))"
-	}
-	return "json_each(" + param + ")"
-}
-
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
 	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
-	recordPG                                                                      *sql.Stmt // PostgreSQL only
-	newestUpdate, maxJobID, insJobAs                                              *sql.Stmt // SQLite only (intake_chain.go)
-	newestOlder                                                                   *sql.Stmt // SQLite only (intake_solo.go)
-	// SQLite only (intake_solo.go): sqlSupersedeByID of 1, 2, 4, …
-	// MaxSupersedeByID ids, bound to a transaction when used.
-	byID []*sql.Stmt
+	recordNew                                                                     *sql.Stmt // PostgreSQL only (postgres_intake.go)
+	newestUpdate, insJobAs, maxJobID                                              *sql.Stmt // SQLite only (insertJob, recordChain)
+}
+
+// insertJobPG inserts a new reviewed state's job with sqlInsJob: its id
+// and state, or sql.ErrNoRows when the state has its job.
+func insertJobPG(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (id int64, state string, err error) {
+	err = st.insJob.QueryRowContext(ctx,
+		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+		ms(job.PRUpdatedAt), staleReason, now).Scan(&id, &state)
+	return id, state, err
 }
 
 type boundStmts = intakeStmts
 
-func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
+func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e engine) error {
 	for _, p := range []struct {
 		dst **sql.Stmt
 		q   string
@@ -936,19 +720,18 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		{&s.dupJob, sqlDupJob},
 		{&s.healBody, sqlHealBody},
 		{&s.lookupJob, sqlLookupJob},
-		{&s.insJob, map[Engine]string{EnginePostgres: sqlInsJob}[e]},
+		{&s.insJob, sqlInsJob},
 		{&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede},
-		{&s.cancel, fmt.Sprintf(sqlCancel, jsonEach(e, "?5"))},
+		{&s.cancel, fmt.Sprintf(sqlCancel, e.jsonEach("?5"))},
 		{&s.rerunJob, sqlRerunJob},
 		{&s.rerunState, sqlRerunState},
 		{&s.rerunHead, sqlRerunHead},
 		{&s.lastOutcome, sqlLastOutcome},
-		{&s.recordPG, map[Engine]string{EnginePostgres: sqlRecordPostgres}[e]},
-		{&s.newestUpdate, map[Engine]string{EngineSQLite: sqlNewestUpdate}[e]},
-		{&s.maxJobID, map[Engine]string{EngineSQLite: sqlMaxJobID}[e]},
-		{&s.insJobAs, map[Engine]string{EngineSQLite: sqlInsJobAs}[e]},
-		{&s.newestOlder, map[Engine]string{EngineSQLite: sqlNewestAndOlder}[e]},
+		{&s.recordNew, e.recordNewSQL()},
+		{&s.newestUpdate, e.jobInsertSQL()[0]},
+		{&s.insJobAs, e.jobInsertSQL()[1]},
+		{&s.maxJobID, e.jobInsertSQL()[2]},
 	} {
 		if p.q == "" {
 			continue
@@ -959,53 +742,37 @@ func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e Engine) error {
 		}
 		*p.dst = st
 	}
-	if e == EngineSQLite {
-		for size := range byIDSizes {
-			st, err := w.PrepareContext(ctx, sqlSupersedeByID(1<<size))
-			if err != nil {
-				return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
-			}
-			s.byID = append(s.byID, st)
-		}
-	}
 	return nil
 }
 
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
-	return boundStmts{
-		insDelivery:  tx.StmtContext(ctx, s.insDelivery),
-		dupJob:       tx.StmtContext(ctx, s.dupJob),
-		healBody:     tx.StmtContext(ctx, s.healBody),
-		lookupJob:    tx.StmtContext(ctx, s.lookupJob),
-		insJob:       stmtIn(ctx, tx, s.insJob),
-		touchJob:     tx.StmtContext(ctx, s.touchJob),
-		supersede:    tx.StmtContext(ctx, s.supersede),
-		cancel:       tx.StmtContext(ctx, s.cancel),
-		rerunJob:     tx.StmtContext(ctx, s.rerunJob),
-		rerunState:   tx.StmtContext(ctx, s.rerunState),
-		rerunHead:    tx.StmtContext(ctx, s.rerunHead),
-		lastOutcome:  tx.StmtContext(ctx, s.lastOutcome),
-		recordPG:     stmtIn(ctx, tx, s.recordPG),
-		newestUpdate: stmtIn(ctx, tx, s.newestUpdate),
-		maxJobID:     stmtIn(ctx, tx, s.maxJobID),
-		insJobAs:     stmtIn(ctx, tx, s.insJobAs),
-		newestOlder:  stmtIn(ctx, tx, s.newestOlder),
+	b := boundStmts{
+		insDelivery: tx.StmtContext(ctx, s.insDelivery),
+		dupJob:      tx.StmtContext(ctx, s.dupJob),
+		healBody:    tx.StmtContext(ctx, s.healBody),
+		lookupJob:   tx.StmtContext(ctx, s.lookupJob),
+		insJob:      tx.StmtContext(ctx, s.insJob),
+		touchJob:    tx.StmtContext(ctx, s.touchJob),
+		supersede:   tx.StmtContext(ctx, s.supersede),
+		cancel:      tx.StmtContext(ctx, s.cancel),
+		rerunJob:    tx.StmtContext(ctx, s.rerunJob),
+		rerunState:  tx.StmtContext(ctx, s.rerunState),
+		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
+		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
 	}
-}
-
-// stmtIn binds st to tx; nil (a statement of the other engine) stays nil.
-func stmtIn(ctx context.Context, tx *sql.Tx, st *sql.Stmt) *sql.Stmt {
-	if st == nil {
-		return nil
+	for _, p := range [][2]**sql.Stmt{{&b.recordNew, &s.recordNew}, {&b.newestUpdate, &s.newestUpdate}, {&b.insJobAs, &s.insJobAs}, {&b.maxJobID, &s.maxJobID}} {
+		if *p[1] != nil {
+			*p[0] = tx.StmtContext(ctx, *p[1])
+		}
 	}
-	return tx.StmtContext(ctx, st)
+	return b
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range append([]*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordPG, s.newestUpdate, s.maxJobID, s.insJobAs, s.newestOlder}, s.byID...) {
+	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
+		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew, s.newestUpdate, s.insJobAs, s.maxJobID} {
 		if st != nil {
 			if err := st.Close(); err != nil {
 				errs = append(errs, err)

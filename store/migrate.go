@@ -65,30 +65,16 @@ type migrator interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// migrationsTable is schema_migrations in each engine's types.
-var migrationsTable = map[Engine]string{
-	EngineSQLite: `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    INTEGER PRIMARY KEY,
-		name       TEXT    NOT NULL,
-		applied_at INTEGER NOT NULL
-	) STRICT`,
-	EnginePostgres: `CREATE TABLE IF NOT EXISTS schema_migrations (
-		version    BIGINT PRIMARY KEY,
-		name       TEXT   NOT NULL,
-		applied_at BIGINT NOT NULL
-	)`,
-}
-
 // migrateFS applies every migration of fsys not yet recorded in
-// schema_migrations, each in its own (on SQLite, IMMEDIATE) transaction
+// schema_migrations (table creates it, in the engine's types), each in its own (on SQLite, IMMEDIATE) transaction
 // together with its record, so a crash leaves the schema at a whole
 // version.
-func migrateFS(ctx context.Context, w migrator, engine Engine, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
+func migrateFS(ctx context.Context, w migrator, table string, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
 	ms, err := loadMigrations(fsys)
 	if err != nil {
 		return err
 	}
-	if _, err := w.ExecContext(ctx, migrationsTable[engine]); err != nil {
+	if _, err := w.ExecContext(ctx, table); err != nil {
 		return fmt.Errorf("create schema_migrations: %w", err)
 	}
 	var newest sql.NullInt64

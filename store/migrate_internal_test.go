@@ -78,7 +78,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		"0001_a.sql": {Data: []byte(`CREATE TABLE a (x INTEGER);`)},
 		"0002_b.sql": {Data: []byte(`CREATE TABLE b (x INTEGER); CREATE TABLE a (y INTEGER);`)}, // fails: a exists
 	}
-	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "0002_b") {
 		t.Fatalf("err = %v, want migration 0002 to fail", err)
 	}
 	versions := func() []int {
@@ -106,7 +106,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 	}
 	fsys["0002_b.sql"] = &fstest.MapFile{Data: []byte(`CREATE TABLE b (x INTEGER);`)}
 	for range 2 {
-		if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err != nil {
+		if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -114,7 +114,7 @@ func TestMigrateOnePerTransaction(t *testing.T) {
 		t.Fatalf("recorded (-want +got):\n%s", diff)
 	}
 	delete(fsys, "0002_b.sql")
-	if err := migrateFS(ctx, w, EngineSQLite, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fsys, time.Now, log); err == nil || !strings.Contains(err.Error(), "newer than this binary") {
 		t.Fatalf("older binary on a newer database: %v", err)
 	}
 }
@@ -196,7 +196,7 @@ func TestQueryPlans(t *testing.T) {
 		{"look up job", sqlLookupJob, []string{"INDEX jobs_pr_updated (", "sqlite_autoindex_jobs_1"}},
 		{"recorded delivery's job", sqlDupJob, []string{"PRIMARY KEY", "sqlite_autoindex_jobs_1"}},
 		{"supersede", sqlSupersede, []string{"INDEX jobs_pr ("}},
-		{"cancel", fmt.Sprintf(sqlCancel, jsonEach(EngineSQLite, "?5")), []string{"INDEX jobs_pr"}},
+		{"cancel", fmt.Sprintf(sqlCancel, (&sqliteEngine{}).jsonEach("?5")), []string{"INDEX jobs_pr"}},
 		{"re-run job", sqlRerunJob, []string{"INTEGER PRIMARY KEY", "INDEX jobs_pr_updated ("}},
 		{"re-run job state", sqlRerunState, []string{"INTEGER PRIMARY KEY"}},
 		{"re-run head", sqlRerunHead, []string{"(repo=?", "INDEX jobs_pr_updated ("}},
@@ -249,7 +249,7 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := migrateFS(ctx, w, EngineSQLite, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
+	if err := migrateFS(ctx, w, sqliteMigrationsTable, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"action":"opened","number":7}`)
@@ -348,7 +348,7 @@ func openAt(t *testing.T, path string, names ...string) *sql.DB {
 		}
 		old[name] = &fstest.MapFile{Data: b}
 	}
-	if err := migrateFS(context.Background(), w, EngineSQLite, old, time.Now, slog.New(slog.DiscardHandler)); err != nil {
+	if err := migrateFS(context.Background(), w, sqliteMigrationsTable, old, time.Now, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	return w
@@ -455,13 +455,12 @@ func TestMigration0005AddsSemanticSpans(t *testing.T) {
 }
 
 // TestIntakeStatementsNeedNoTemporaryTable: the statements SQLite's
-// intake runs for every delivery build no temporary b-tree as they run
-// (OpenEphemeral in their bytecode). One came from the CHECK on
+// intake runs for every new delivery build no temporary b-tree as they
+// run (OpenEphemeral in their bytecode). One came from the CHECK on
 // jobs.state while it was an IN list of seven states (migration 0006),
-// others from sqlInsJob (an INSERT … SELECT reading jobs, and RETURNING)
-// and from sqlSupersede (an UPDATE of the index it walks: SQLite collects
-// the rows first), which a solo new head now leaves to one statement per
-// batch (intake_solo.go); each cost the writer every delivery.
+// others from sqlInsJob (an INSERT … SELECT reading jobs, and RETURNING),
+// which SQLite's insertJob replaces. sqlSupersede (an UPDATE of the index
+// it walks) still builds one.
 func TestIntakeStatementsNeedNoTemporaryTable(t *testing.T) {
 	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "e.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), Options{})
 	if err != nil {
@@ -469,12 +468,10 @@ func TestIntakeStatementsNeedNoTemporaryTable(t *testing.T) {
 	}
 	defer db.Close()
 	for name, q := range map[string]string{
-		"insert delivery":   sqlInsDelivery,
-		"newest update":     sqlNewestUpdate,
-		"insert job":        sqlInsJobAs,
-		"touch job":         sqlTouchJob,
-		"newest and older":  sqlNewestAndOlder,
-		"supersede 1 by id": sqlSupersedeByID(1),
+		"insert delivery": sqlInsDelivery,
+		"newest update":   sqlNewestUpdate,
+		"insert job":      sqlInsJobAs,
+		"touch job":       sqlTouchJob,
 	} {
 		if ops := bytecode(t, db.w, q); slices.Contains(ops, "OpenEphemeral") {
 			t.Errorf("%s opens a temporary b-tree: %v", name, ops)

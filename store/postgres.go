@@ -16,6 +16,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/gilf-review/gilf/migrations"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // PostgreSQL defaults. Each is a named limit with a test at its boundary.
@@ -85,17 +86,10 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	// One pool for reads and writes: GILF_DATABASE_MAX_CONNS is then what
 	// a replica may hold (and one more session for LISTEN).
 	r := w
-	d := &DB{engine: EnginePostgres, w: w, r: r, log: logger, opts: opts, pgConfig: cfg,
-		reqs: make([]chan *intakeReq, opts.IntakeWriters), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}, firstStats: firstStats{timeout: FirstStatisticsTimeout, done: make(chan struct{})}}
-	if err := d.stmts.prepare(ctx, w, d.engine); err != nil {
+	d := newDB(w, r, logger, opts, opts.IntakeWriters)
+	d.eng = &postgresEngine{d: d, cfg: cfg}
+	if err := d.start(ctx); err != nil {
 		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
-	}
-	life := context.WithoutCancel(ctx)
-	d.wg.Add(opts.IntakeWriters)
-	for i := range d.reqs {
-		d.reqs[i] = make(chan *intakeReq)
-		go d.writer(life, d.reqs[i])
 	}
 	return d, nil
 }
@@ -129,8 +123,136 @@ func migratePostgres(ctx context.Context, w *sql.DB, now func() time.Time, log *
 			err = errors.Join(err, fmt.Errorf("migrate: release the migration lock: %w", uerr))
 		}
 	}()
-	return migrateFS(ctx, conn, EnginePostgres, migrations.Postgres, now, log)
+	return migrateFS(ctx, conn, postgresMigrationsTable, migrations.Postgres, now, log)
 }
+
+// postgresEngine is PostgreSQL's engine: a pool shared by reads and
+// writes, replicas sharing the database, bodies in their rows.
+type postgresEngine struct {
+	d   *DB
+	cfg *pgx.ConnConfig // for the sessions outside the pool (LISTEN, task locks)
+}
+
+var _ engine = (*postgresEngine)(nil)
+
+// postgresMigrationsTable is schema_migrations in PostgreSQL's types.
+const postgresMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
+		version    BIGINT PRIMARY KEY,
+		name       TEXT   NOT NULL,
+		applied_at BIGINT NOT NULL
+	)`
+
+func (e *postgresEngine) name() Engine { return EnginePostgres }
+
+// writeTx: SERIALIZABLE, so the rules written for one writer hold among
+// replicas too; a transaction that lost a conflict runs again.
+func (e *postgresEngine) writeTx() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelSerializable}
+}
+
+// claimTx: claims run READ COMMITTED and take the next job with FOR
+// UPDATE SKIP LOCKED (claimSQL), so replicas claiming together each take
+// a different job instead of conflicting on the first one; the lease
+// rescues in the same transaction re-check their WHERE on the row's
+// newest version, so a job is rescued once.
+func (e *postgresEngine) claimTx() *sql.TxOptions {
+	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+}
+
+func (e *postgresEngine) claimSQL() string { return claimPostgres }
+
+// intakeTx: a batch whose every delivery touches only its own pull
+// request's jobs runs READ COMMITTED under the pull requests' locks
+// (lockPRs): deliveries of one pull request take turns on its lock,
+// others commit side by side. Under SERIALIZABLE, new heads of one pull
+// request arriving together would abort each other instead.
+func (e *postgresEngine) intakeTx(byPR bool) *sql.TxOptions {
+	if byPR {
+		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
+	}
+	return e.writeTx()
+}
+
+func (e *postgresEngine) lockPRs(ctx context.Context, tx *sql.Tx, keys []int64) error {
+	_, err := tx.ExecContext(ctx, sqlLockPRs, keys)
+	return err
+}
+
+// notify wakes every replica's workers (Listen) with the commit.
+func (e *postgresEngine) notify(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel)
+	return err
+}
+
+func (e *postgresEngine) jsonEach(param string) string {
+	return "json_array_elements_text(CAST(" + param + " AS json))"
+}
+
+func (e *postgresEngine) dayOf(col string) string {
+	return "to_char(to_timestamp(" + col + " / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
+}
+
+func (e *postgresEngine) recordNewSQL() string { return sqlRecordNew }
+
+func (e *postgresEngine) jobInsertSQL() [3]string { return [3]string{} }
+
+// chains: runPipelined records PostgreSQL's chains (sqlChainPostgres).
+func (e *postgresEngine) chains([]*intakeReq) [][]int { return nil }
+
+func (e *postgresEngine) recordChain(context.Context, boundStmts, []*intakeReq, []int, []intakeRes) error {
+	return errors.New("record chain: not on PostgreSQL")
+}
+
+func (e *postgresEngine) insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error) {
+	return insertJobPG(ctx, st, del, job, now)
+}
+
+// commit records a batch, bodies in their rows, in one transaction.
+func (e *postgresEngine) commit(ctx context.Context, batch []*intakeReq) {
+	e.d.commitInline(ctx, batch)
+}
+func (e *postgresEngine) betweenBatches(context.Context) {}
+func (e *postgresEngine) writerDone()                    {}
+
+// durable: the server synced the commit; failed: no files of its own.
+func (e *postgresEngine) durable() error { return nil }
+func (e *postgresEngine) failed() error  { return nil }
+
+// checkWritable: a standby (a failover that landed on a replica) or a
+// read-only database answers reads only.
+func (e *postgresEngine) checkWritable(ctx context.Context, tx *sql.Tx) error {
+	var standby bool
+	var readOnly string
+	if err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&standby, &readOnly); err != nil {
+		return err
+	}
+	switch {
+	case standby:
+		return errors.New("the PostgreSQL server is a read-only standby")
+	case readOnly != "off":
+		return errors.New("the PostgreSQL database takes no writes (transaction_read_only is " + readOnly + ")")
+	}
+	return nil
+}
+
+// rowBody: a body in its row is encoded as the body log's are.
+func (e *postgresEngine) rowBody(b []byte) ([]byte, error) { return decodeBody(b) }
+
+func (e *postgresEngine) loggedBody(bodyRef) ([]byte, error) {
+	return nil, fmt.Errorf("%w: a body log reference on PostgreSQL", ErrBodyCorrupt)
+}
+
+// pruneBodies: every body is in its row.
+func (e *postgresEngine) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
+	return e.d.pruneRowBodies(ctx, cutoff, nil, res)
+}
+
+// backup: a PostgreSQL database is the server's to back up.
+func (e *postgresEngine) backup(_ context.Context, dest string) (BackupResult, error) {
+	return BackupResult{Path: dest}, fmt.Errorf("backup to %s: %w", dest, ErrBackupPostgres)
+}
+
+func (e *postgresEngine) close() error { return nil }
 
 // pgConnector hands database/sql connections whose statements are
 // rewritten from the store's dialect into PostgreSQL's (dialect.go).
@@ -167,27 +289,19 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 	return c.Conn.QueryContext(ctx, postgresSQL(q), args)
 }
 
-// retryable reports whether a failed write transaction can run again:
-// on PostgreSQL, a serialization failure or a deadlock the server broke
-// (the transaction will see the winner's commit), or a failure to begin —
-// a pooled connection the server ended (a restart, a failover) is only
-// found dead when used, and nothing was written on it. SQLite's busy
-// errors already waited out busy_timeout.
-func (d *DB) retryable(err error) bool {
-	if d.engine != EnginePostgres {
-		return false
-	}
+// retryable reports whether a failed write transaction can run again: a
+// serialization failure or a deadlock the server broke (the transaction
+// will see the winner's commit), or a failure to begin — a pooled
+// connection the server ended (a restart, a failover) is only found dead
+// when used, and nothing was written on it.
+func (e *postgresEngine) retryable(err error) bool {
 	var pe *pgconn.PgError
 	var be *beginError
 	return errors.As(err, &be) || errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// beginError is a transaction that failed to begin; pipeline says it was
-// a pipelined intake batch (intake_postgres.go).
-type beginError struct {
-	err      error
-	pipeline bool
-}
+// beginError is a transaction that failed to begin.
+type beginError struct{ err error }
 
 func (e *beginError) Error() string { return "begin: " + e.err.Error() }
 func (e *beginError) Unwrap() error { return e.err }
@@ -197,10 +311,10 @@ func (e *beginError) Unwrap() error { return e.err }
 // reconnects after a lost connection, waking once on each reconnect (a
 // notification may have been missed). On SQLite it returns at once: there
 // is no other process to hear from, and intake wakes its own workers.
-func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error {
-	if d.engine != EnginePostgres {
-		return nil
-	}
+func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error { return d.eng.listen(ctx, wake) }
+
+func (e *postgresEngine) listen(ctx context.Context, wake chan<- struct{}) error {
+	d := e.d
 	nudge := func() {
 		select {
 		case wake <- struct{}{}:
@@ -208,7 +322,7 @@ func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error {
 		}
 	}
 	for backoff := 100 * time.Millisecond; ; {
-		err := d.listenOnce(ctx, nudge)
+		err := e.listenOnce(ctx, nudge)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -226,8 +340,8 @@ func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error {
 // session opens a connection outside the pool — for LISTEN, and for a
 // task's session lock while the task itself uses the pool, which may be
 // one connection — and returns it with its closer.
-func (d *DB) session(ctx context.Context) (*pgx.Conn, func() error, error) {
-	conn, err := pgx.ConnectConfig(ctx, d.pgConfig)
+func (e *postgresEngine) session(ctx context.Context) (*pgx.Conn, func() error, error) {
+	conn, err := pgx.ConnectConfig(ctx, e.cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -238,8 +352,8 @@ func (d *DB) session(ctx context.Context) (*pgx.Conn, func() error, error) {
 	}, nil
 }
 
-func (d *DB) listenOnce(ctx context.Context, nudge func()) error {
-	conn, closeConn, err := d.session(ctx)
+func (e *postgresEngine) listenOnce(ctx context.Context, nudge func()) error {
+	conn, closeConn, err := e.session(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -255,9 +369,6 @@ func (d *DB) listenOnce(ctx context.Context, nudge func()) error {
 	}
 }
 
-// Engine says which database the store runs on.
-func (d *DB) Engine() Engine { return d.engine }
-
 // Exclusive runs fn unless another replica is running the task named
 // name: on PostgreSQL it holds a session advisory lock for name on a
 // connection of its own while fn runs, and reports false without running
@@ -265,10 +376,11 @@ func (d *DB) Engine() Engine { return d.engine }
 // retention — then run on one replica at a time, not on all at once). On
 // SQLite, one process owns the store: fn runs.
 func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
-	if d.engine != EnginePostgres {
-		return true, fn(ctx)
-	}
-	conn, closeConn, err := d.session(ctx)
+	return d.eng.exclusive(ctx, name, fn)
+}
+
+func (e *postgresEngine) exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
+	conn, closeConn, err := e.session(ctx)
 	if err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}

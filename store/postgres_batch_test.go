@@ -3,7 +3,6 @@ package store_test
 import (
 	"context"
 	"fmt"
-	"maps"
 	"regexp"
 	"strconv"
 	"strings"
@@ -18,33 +17,20 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-// TestPostgresBatchMatchesOneByOne: one group commit on PostgreSQL, whose
-// deliveries are recorded in chains (a pull request's several new heads in
-// one statement) and rounds of one statement each (several pull requests
-// per statement, a pull request's later heads in later rounds), ends
+// TestPostgresBatchMatchesOneByOne: one group commit on PostgreSQL ends
 // exactly as the same deliveries recorded one by one on SQLite: the same
 // answers and the same jobs (batchCases).
 func TestPostgresBatchMatchesOneByOne(t *testing.T) {
 	for _, c := range batchCases {
-		t.Run(c.name, func(t *testing.T) {
-			if n := compareBatch(t, batchBefore, c.batch, c.deliveries, true); n != c.statements {
-				t.Errorf("%d statements pipelined; want %d", n, c.statements)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { compareBatch(t, batchBefore, c.batch, c.deliveries, true) })
 	}
 }
 
-// TestSQLiteBatchMatchesOneByOne: one group commit on SQLite, whose
-// pull requests with several new heads are recorded as chains
-// (intake_chain.go), ends exactly as the same deliveries recorded one by
-// one (batchCases).
+// TestSQLiteBatchMatchesOneByOne: one group commit on SQLite ends exactly
+// as the same deliveries recorded one by one (batchCases).
 func TestSQLiteBatchMatchesOneByOne(t *testing.T) {
 	for _, c := range batchCases {
-		t.Run(c.name, func(t *testing.T) {
-			if n := compareBatch(t, batchBefore, c.batch, c.deliveries, false); n != c.chains {
-				t.Errorf("%d chains recorded; want %d", n, c.chains)
-			}
-		})
+		t.Run(c.name, func(t *testing.T) { compareBatch(t, batchBefore, c.batch, c.deliveries, false) })
 	}
 }
 
@@ -59,20 +45,15 @@ var batchBefore = []batchItem{
 // heads of several pull requests, two heads and a force-push back on one
 // of them, a duplicate id, a second trigger for a recorded head, a stale
 // head, a delivery without a job (twice), and a superseded head asked for
-// again: it has no chain, and its pipeline (PostgreSQL) meets follow-ups,
-// rolls back and runs round by round. The others hold only new
-// deliveries asking for jobs, recorded through pgx's pipeline (every
-// statement sent at once) and in chains — heads of several pull
-// requests, four heads of one with the same update time, a pull request
-// whose update time goes back, new heads of a pull request with a queued
-// job, new heads older than a pull request's newest — but for a head
-// asked for twice, whose second delivery attaches (it falls back).
+// again. The others hold only new deliveries asking for jobs — heads of
+// several pull requests, four heads of one with the same update time, a
+// pull request whose update time goes back, new heads of a pull request
+// with a queued job, new heads older than a pull request's newest, a head
+// asked for twice.
 var batchCases = []struct {
 	name       string
 	batch      []batchItem
-	deliveries int   // stored after the batch
-	statements int64 // PostgreSQL: sent through the pipeline; 0: it fell back to round by round
-	chains     int64 // SQLite: recorded as chains; 0: one by one
+	deliveries int // stored after the batch
 }{
 	{"follow-ups", []batchItem{
 		{"d1", 1, 10, 1, 2},
@@ -86,8 +67,8 @@ var batchCases = []struct {
 		{"d9", 1, 10, 3, 6},  // pull request 1 back to head 10: queued again, supersedes 11
 		{"d7", 0, 0, 0, 4},   // no job, again
 		{"d10", 5, 50, 1, 6},
-	}, 3 + 11 - 2, 0, 0},
-	{"several pull requests", []batchItem{ // two chains and a round
+	}, 3 + 11 - 2},
+	{"several pull requests", []batchItem{
 		{"e1", 1, 10, 1, 2},
 		{"e2", 1, 11, 2, 2}, // supersedes head 10
 		{"e3", 2, 20, 1, 2},
@@ -95,13 +76,13 @@ var batchCases = []struct {
 		{"e5", 3, 30, 5, 3}, // older than head 31: born superseded
 		{"e6", 4, 42, 9, 3}, // supersedes head 41
 		{"e7", 2, 21, 2, 4}, // supersedes head 20
-	}, 3 + 7, 3, 2},
-	{"one pull request, the same update time", []batchItem{ // one chain
+	}, 3 + 7},
+	{"one pull request, the same update time", []batchItem{
 		{"f1", 1, 10, 1, 2}, {"f2", 1, 11, 1, 2}, {"f3", 1, 12, 1, 2}, {"f4", 1, 13, 1, 3},
-	}, 3 + 4, 1, 1},
-	{"a pull request going back in time", []batchItem{ // h3 is born superseded; a chain and a round
+	}, 3 + 4},
+	{"a pull request going back in time", []batchItem{ // h3 is born superseded
 		{"h1", 1, 10, 5, 2}, {"h2", 2, 20, 1, 2}, {"h3", 1, 11, 4, 2}, {"h4", 1, 12, 6, 3},
-	}, 3 + 4, 2, 1},
+	}, 3 + 4},
 	{"a chain over unfinished jobs", []batchItem{ // pull request 4's head 41 is queued
 		{"g1", 4, 42, 0, 2}, // older than head 41: born superseded
 		{"g2", 4, 43, 2, 2}, // supersedes head 41
@@ -109,13 +90,13 @@ var batchCases = []struct {
 		{"g4", 4, 45, 1, 2}, // born superseded
 		{"g5", 4, 46, 3, 3}, // supersedes head 44
 		{"g6", 6, 60, 1, 3}, // another pull request: a round
-	}, 3 + 6, 2, 1},
+	}, 3 + 6},
 	{"a chain older than its pull request", []batchItem{ // head 31 of pull request 3 stays queued
 		{"x1", 3, 32, 5, 2}, {"x2", 3, 33, 6, 2}, {"x3", 3, 34, 9, 3},
-	}, 3 + 3, 1, 1},
-	{"a head twice", []batchItem{ // the second attaches: round by round, no chain
+	}, 3 + 3},
+	{"a head twice", []batchItem{ // the second attaches
 		{"k1", 1, 10, 1, 2}, {"k2", 1, 11, 2, 2}, {"k3", 1, 10, 3, 3},
-	}, 3 + 3, 0, 0},
+	}, 3 + 3},
 }
 
 // batchItem is a delivery of batchCases.
@@ -130,10 +111,8 @@ type batchItem struct {
 // compareBatch records before one by one on SQLite and on the engine
 // under test (PostgreSQL, or SQLite), then batch one by one on SQLite and
 // as one group commit on the other, and compares the answers and the
-// jobs; it returns store.Pipelined's count for the group commit: the
-// statements PostgreSQL sent through its pipeline, or the chains SQLite
-// recorded.
-func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postgres bool) int64 {
+// jobs.
+func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postgres bool) {
 	t.Helper()
 	c := newClock()
 	t0 := c.Now()
@@ -172,7 +151,6 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 		d, j := mk(it)
 		dels, jobs = append(dels, d), append(jobs, j)
 	}
-	pipelined := store.Pipelined(pdb)
 	got, errs, err := store.RecordBatch(ctx, pdb, dels, jobs)
 	if err != nil {
 		t.Fatal(err)
@@ -182,8 +160,7 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 			t.Fatalf("delivery %d (%s): %v", i, batch[i].id, err)
 		}
 	}
-	// Job ids differ between the two (the rounds create jobs in another
-	// order): compare by the head each names.
+	// Compared by the head each job names, not by job ids.
 	wantJobs, gotJobs := allJobs(t, lite), allJobs(t, pdb)
 	wantHeads, gotHeads := heads(wantJobs), heads(gotJobs)
 	if diff := cmp.Diff(byHead(want, wantHeads), byHead(got, gotHeads)); diff != "" {
@@ -195,7 +172,6 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
 		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
 	}
-	return store.Pipelined(pdb) - pipelined
 }
 
 // newLocationOn is a fresh store's location on PostgreSQL or SQLite,
@@ -257,8 +233,8 @@ func jobTable(list []store.JobSummary, names map[int64]string) map[string]string
 // TestPostgresQueryPlans: on a database whose one pull request has
 // thousands of jobs (and others a few), intake's and the claims'
 // statements read indexes, never the whole jobs table — under generic
-// plans (what a prepared statement settles on), custom ones, and the
-// pipelined batch's own settings; an index scan without an Index Cond
+// plans (what a prepared statement settles on) and custom ones; an index
+// scan without an Index Cond
 // reads the whole table too. A newer head's check once planned a
 // sequential scan on PostgreSQL: EXISTS looks cheap when the planner
 // expects an early hit, and the newest head, which has none, read every
@@ -276,196 +252,7 @@ func TestPostgresQueryPlans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipelined, err := store.PostgresPipelinePlans(context.Background(), db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	maps.Copy(plans, pipelined)
 	noTableReads(t, plans, "jobs")
-}
-
-// TestPostgresFirstStatistics: on a new database whose empty tables were
-// analyzed (by a maintenance job here; autovacuum does it at 50 rows), the
-// pipelined intake's plan reads the whole of jobs; the job numbered
-// FirstStatisticsJobs has the replica analyze jobs and deliveries (not
-// one before), and the same connection's next batch then runs a plan
-// that reads indexes alone. A replica that starts on the database
-// afterwards finds the statistics taken and leaves them.
-func TestPostgresFirstStatistics(t *testing.T) {
-	ctx := context.Background()
-	dsn := pg.NewDatabase(t)
-	db := openAt(t, dsn, store.Options{MaxConns: 1}) // one connection: its plans are the batches'
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(ctx)
-	// Only the store analyzes after this: autovacuum would too, in its
-	// own time.
-	if _, err := conn.Exec(ctx, `ALTER TABLE jobs SET (autovacuum_enabled = false);
-		ALTER TABLE deliveries SET (autovacuum_enabled = false);
-		ANALYZE jobs, deliveries`); err != nil {
-		t.Fatal(err)
-	}
-	now := time.Now()
-	head := func(k int) validation.RecordResult { // one by one: each batch is a round of one delivery
-		j := spec(sha(k), now.Add(time.Duration(k)*time.Millisecond))
-		j.Repo, j.PR = "o/r", 1+k%50
-		d := delivery(fmt.Sprintf("d-%d", k), []byte(`{}`), now)
-		d.Repo, d.PR, d.HeadSHA = j.Repo, j.PR, j.HeadSHA
-		return record(t, db, d, j)
-	}
-	for k := 1; k < store.FirstStatisticsJobs; k++ {
-		if res := head(k); res.JobID != int64(k) {
-			t.Fatalf("delivery %d made job %d", k, res.JobID)
-		}
-	}
-	plan, err := store.CachedRoundPlan(ctx, db)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(wholeReads(plan, "jobs")) == 0 {
-		t.Fatalf("the plan made on the empty tables' statistics reads jobs by its indexes; this test's premise is gone:\n%s", plan)
-	}
-	if started, _, _ := store.FirstStatistics(db); started {
-		t.Fatalf("statistics taken at job %d, before job %d", store.FirstStatisticsJobs-1, store.FirstStatisticsJobs)
-	}
-	head(store.FirstStatisticsJobs)
-	waitFirstStatistics(t, db, true)
-	if plan, err = store.CachedRoundPlan(ctx, db); err != nil {
-		t.Fatal(err)
-	}
-	if reads := wholeReads(plan, "jobs"); len(reads) > 0 {
-		t.Errorf("after the first statistics, the round still reads the whole jobs table (%s):\n%s", reads, plan)
-	}
-	var tuples float64
-	if err := conn.QueryRow(ctx, `SELECT reltuples FROM pg_class WHERE oid = 'jobs'::regclass`).Scan(&tuples); err != nil {
-		t.Fatal(err)
-	}
-	if tuples != store.FirstStatisticsJobs {
-		t.Errorf("jobs' statistics count %v rows, want %d", tuples, store.FirstStatisticsJobs)
-	}
-
-	again := openAt(t, dsn, store.Options{})
-	d := delivery("d-again", []byte(`{}`), now)
-	d.Repo, d.PR, d.HeadSHA = "o/r", 1, sha(0)
-	j := spec(sha(0), now)
-	j.Repo, j.PR = "o/r", 1
-	record(t, again, d, j)
-	waitFirstStatistics(t, again, false)
-}
-
-// TestPostgresFirstStatisticsGivesUp: an ANALYZE that waits for its lock
-// gives up after FirstStatisticsTimeout, while intake goes on; and a
-// replica that closes meanwhile does not wait for it.
-func TestPostgresFirstStatisticsGivesUp(t *testing.T) {
-	for _, tc := range []struct {
-		name    string
-		timeout time.Duration
-		close   bool
-	}{
-		{"timeout", time.Second, false},
-		{"close", time.Hour, true},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			ctx := context.Background()
-			dsn := pg.NewDatabase(t)
-			db := openAt(t, dsn, store.Options{})
-			store.SetFirstStatisticsTimeout(db, tc.timeout)
-			conn, err := pgx.Connect(ctx, dsn)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer conn.Close(ctx)
-			tx, err := conn.Begin(ctx)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer tx.Rollback(ctx)
-			// The lock ANALYZE takes, held until the test ends.
-			if _, err := tx.Exec(ctx, `LOCK TABLE jobs IN SHARE UPDATE EXCLUSIVE MODE`); err != nil {
-				t.Fatal(err)
-			}
-			recordHeads(t, db, store.FirstStatisticsJobs, func(n int) int { return 1 + n%50 })
-			started, _, done := store.FirstStatistics(db)
-			if !started {
-				t.Fatalf("statistics not started at job %d", store.FirstStatisticsJobs)
-			}
-			if tc.close {
-				waitLockWait(t, dsn, "jobs")
-				closed := make(chan error, 1)
-				go func() { closed <- db.Close() }()
-				select {
-				case err := <-closed:
-					if err != nil {
-						t.Fatal(err)
-					}
-				case <-time.After(30 * time.Second):
-					t.Fatal("Close waits for the ANALYZE")
-				}
-			}
-			select {
-			case <-done:
-			case <-time.After(time.Minute):
-				t.Fatal("the first statistics did not end")
-			}
-			if _, taken, _ := store.FirstStatistics(db); taken {
-				t.Error("ANALYZE ran while its lock was held")
-			}
-			if !tc.close { // intake went on, and goes on
-				d := delivery("d-after", []byte(`{}`), time.Now())
-				d.Repo, d.PR, d.HeadSHA = "o/r", 1, sha(store.FirstStatisticsJobs)
-				j := spec(d.HeadSHA, time.Now().Add(time.Hour))
-				j.Repo, j.PR = "o/r", 1
-				record(t, db, d, j)
-			}
-		})
-	}
-}
-
-// waitLockWait waits, 30 s at most, until a session of the database at
-// dsn waits for a lock on table.
-func waitLockWait(t *testing.T, dsn, table string) {
-	t.Helper()
-	conn, err := pgx.Connect(context.Background(), dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close(context.Background())
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		var waiting bool
-		if err := conn.QueryRow(context.Background(), `SELECT EXISTS (SELECT 1 FROM pg_locks l
-			WHERE l.relation = CAST($1 AS regclass) AND NOT l.granted
-				AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database()))`, table).Scan(&waiting); err != nil {
-			t.Fatal(err)
-		}
-		if waiting {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no session waits for a lock on %s", table)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
-// waitFirstStatistics waits, a minute at most, for db's firstStatistics
-// to end, and fails t unless it ran an ANALYZE as taken says.
-func waitFirstStatistics(t *testing.T, db *store.DB, taken bool) {
-	t.Helper()
-	started, _, done := store.FirstStatistics(db)
-	if !started {
-		t.Fatalf("statistics not started at job %d or later", store.FirstStatisticsJobs)
-	}
-	select {
-	case <-done:
-	case <-time.After(store.FirstStatisticsTimeout):
-		t.Fatal("the first statistics did not end")
-	}
-	if _, got, _ := store.FirstStatistics(db); got != taken {
-		t.Errorf("ANALYZE run: %v, want %v", got, taken)
-	}
 }
 
 // recordHeads records n new heads of repository o/r from 32 goroutines,

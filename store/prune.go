@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"time"
 )
@@ -52,100 +50,13 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 	if before.IsZero() {
 		return res, errors.New("prune: no cutoff")
 	}
-	if err := d.pruneBodies(ctx, before.UnixMilli(), &res); err != nil {
+	if err := d.eng.pruneBodies(ctx, before.UnixMilli(), &res); err != nil {
 		return res, fmt.Errorf("prune delivery bodies: %w", err)
 	}
 	if err := d.pruneRuns(ctx, before.UnixMilli(), &res); err != nil {
 		return res, fmt.Errorf("prune run output: %w", err)
 	}
 	return res, nil
-}
-
-func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
-	if d.engine == EnginePostgres { // no body log: every body is in its row
-		return d.pruneRowBodies(ctx, cutoff, nil, res)
-	}
-	dir := d.bodies.dir
-	entries, err := os.ReadDir(dir)
-	if err != nil {
-		return err
-	}
-	// Lock first, then read which rows name the segments: a handle that
-	// closed meanwhile has committed all it will.
-	locked := map[string]*os.File{}
-	sizes := map[string]int64{}
-	defer func() {
-		for _, f := range locked {
-			f.Close() // read-only, and only to release the lock
-		}
-	}()
-	for _, e := range entries {
-		name := e.Name()
-		if !validSegment(name) { // this handle's own is locked like any live one
-			continue
-		}
-		f, err := os.Open(filepath.Join(dir, name))
-		if errors.Is(err, os.ErrNotExist) { // another prune took it
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		ok, err := tryLockExclusive(f)
-		if err != nil || !ok {
-			f.Close()
-			if err != nil {
-				return err
-			}
-			res.LiveSegments++
-			continue
-		}
-		info, err := f.Stat()
-		if err != nil {
-			f.Close()
-			return err
-		}
-		locked[name], sizes[name] = f, info.Size()
-	}
-	// The segments some unpruned delivery at or after the cutoff needs.
-	rows, err := d.r.QueryContext(ctx, `SELECT DISTINCT body_segment FROM deliveries
-		WHERE body_segment IS NOT NULL AND body_pruned_at IS NULL AND received_at >= ?`, cutoff)
-	if err != nil {
-		return err
-	}
-	for rows.Next() {
-		var seg string
-		if err := rows.Scan(&seg); err != nil {
-			rows.Close()
-			return err
-		}
-		if f, ok := locked[seg]; ok {
-			f.Close()
-			delete(locked, seg)
-		}
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return err
-	}
-	drop := make([]string, 0, len(locked))
-	for name := range locked {
-		drop = append(drop, name)
-	}
-	if err := d.pruneRowBodies(ctx, cutoff, drop, res); err != nil {
-		return err
-	}
-	// The rows say "pruned" (durably: writeTx syncs) before any file goes.
-	for _, name := range drop {
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, os.ErrNotExist) {
-			return err
-		}
-		res.Segments++
-		res.SegmentBytes += sizes[name]
-	}
-	if len(drop) > 0 {
-		return syncDir(dir)
-	}
-	return nil
 }
 
 // pruneRowBodies marks the deliveries received before cutoff whose body
@@ -163,7 +74,7 @@ func (d *DB) pruneRowBodies(ctx context.Context, cutoff int64, drop []string, re
 	return d.writeTx(ctx, func(tx *sql.Tx) error {
 		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = ?4
 			WHERE body_pruned_at IS NULL AND received_at < ?2
-			AND (body_segment IN (SELECT value FROM `+jsonEach(d.engine, "?3")+`) OR (body_segment IS NULL AND length(body) > 0))`,
+			AND (body_segment IN (SELECT value FROM `+d.eng.jsonEach("?3")+`) OR (body_segment IS NULL AND length(body) > 0))`,
 			now, cutoff, string(list), []byte{})
 		if err != nil {
 			return err

@@ -74,7 +74,7 @@ func (d *DB) refusal() error {
 		return ErrClosed
 	default:
 	}
-	return d.storageFailed()
+	return d.eng.failed()
 }
 
 func (d *DB) probeWrite(ctx context.Context) error {
@@ -84,22 +84,8 @@ func (d *DB) probeWrite(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store write probe: %w", err)
 	}
-	if d.engine == EnginePostgres {
-		// A standby (a failover that landed on a replica) or a read-only
-		// database answers reads only.
-		var standby bool
-		var readOnly string
-		err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&standby, &readOnly)
-		switch {
-		case err != nil:
-		case standby:
-			err = errors.New("the PostgreSQL server is a read-only standby")
-		case readOnly != "off":
-			err = errors.New("the PostgreSQL database takes no writes (transaction_read_only is " + readOnly + ")")
-		}
-		if err != nil {
-			return errors.Join(fmt.Errorf("store write probe: %w", err), rollback(tx))
-		}
+	if err := d.eng.checkWritable(ctx, tx); err != nil {
+		return errors.Join(fmt.Errorf("store write probe: %w", err), rollback(tx))
 	}
 	if err := tx.Rollback(); err != nil {
 		return fmt.Errorf("store write probe: rollback: %w", err)

@@ -16,18 +16,18 @@ func TestReadyPoisoned(t *testing.T) {
 		t.Fatalf("fresh store: %v", err)
 	}
 	// A closed descriptor makes the next fsync fail, as a disk error would.
-	db.wal.mu.Lock()
-	if err := db.wal.f.Close(); err != nil {
+	db.lite().wal.mu.Lock()
+	if err := db.lite().wal.f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db.wal.mu.Unlock()
+	db.lite().wal.mu.Unlock()
 	if _, err := db.RecordDelivery(ctx, lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("delivery: %v, want ErrNotDurable", err)
 	}
 	if err := db.Ready(ctx); !errors.Is(err, ErrNotDurable) {
 		t.Fatalf("Ready after a failed fsync: %v, want ErrNotDurable", err)
 	}
-	db.wal.mu.Lock()
-	db.wal.f, _ = os.Open(db.wal.path) // for Close
-	db.wal.mu.Unlock()
+	db.lite().wal.mu.Lock()
+	db.lite().wal.f, _ = os.Open(db.lite().wal.path) // for Close
+	db.lite().wal.mu.Unlock()
 }

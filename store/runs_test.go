@@ -6,13 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/storetest"
 	"github.com/gilf-review/gilf/validation"
+	"github.com/google/go-cmp/cmp"
 )
-
-func ptr[T any](v T) *T { return &v }
 
 func TestFinishRecordsEverything(t *testing.T) {
 	c := newClock()
@@ -25,7 +23,7 @@ func TestFinishRecordsEverything(t *testing.T) {
 	rec := validation.Record{
 		Outcome: validation.OutcomeFailed, Executor: "managed-e2b", IsolationTier: validation.TierRemote,
 		Steps: []validation.StepResult{
-			{Name: "install", Status: validation.StatusPassed, ExitCode: ptr(0), DurationMs: 900},
+			{Name: "install", Status: validation.StatusPassed, ExitCode: storetest.Ptr(0), DurationMs: 900},
 			{Name: "test", Status: validation.StatusFailed, ExitCode: &exit1, DurationMs: 1200,
 				Output: validation.Output{Head: "FAIL", Bytes: 4, SHA256: "ab", Redactions: 1}},
 			{Name: "lint", Status: validation.StatusNotRun, Reason: "install failed"},
@@ -40,10 +38,10 @@ func TestFinishRecordsEverything(t *testing.T) {
 			{Key: "review-artifacts/o%2Fr/abc/evidence/1/log/log.txt", Kind: "log", Bytes: 9, Status: store.ArtifactFailed, Err: "s3: 503 SlowDown"},
 		},
 		Spans: []store.CostSpan{
-			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), VCPU: ptr(2.0), MemoryGiB: ptr(4.0), USD: ptr(0.25), Method: "estimate:wall-clock"},
+			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), VCPU: storetest.Ptr(2.0), MemoryGiB: storetest.Ptr(4.0), USD: storetest.Ptr(0.25), Method: "estimate:wall-clock"},
 			{Lane: store.LaneShadow, Executor: "self-host", Started: start, Finished: start.Add(5 * time.Second), Method: "estimate:wall-clock"},
 			{Lane: store.LaneSemantic, Executor: "model:gpt-4.1-mini", Started: start.Add(3 * time.Second), Finished: start.Add(5 * time.Second),
-				InputTokens: ptr(int64(1234)), OutputTokens: ptr(int64(567)), USD: ptr(0.5), Method: "estimate:tokens"},
+				InputTokens: storetest.Ptr(int64(1234)), OutputTokens: storetest.Ptr(int64(567)), USD: storetest.Ptr(0.5), Method: "estimate:tokens"},
 		},
 		Shadow: &store.ShadowTelemetry{Executor: "self-host", Outcome: validation.OutcomeFailed, Wall: 5 * time.Second,
 			Steps: []store.StepAgreement{{Step: "test", Primary: validation.StatusFailed, Shadow: validation.StatusFailed, Agree: true}, {Step: "lint", Primary: validation.StatusNotRun, Shadow: validation.StatusPassed}}},
@@ -109,38 +107,12 @@ func TestFinishRecordsEverything(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []store.DayCost{
-		{Day: "2026-03-01", Executor: "managed-e2b", Lane: store.LanePrimary, Spans: 1, Priced: 1, USD: ptr(0.25), Seconds: 3},
-		{Day: "2026-03-01", Executor: "model:gpt-4.1-mini", Lane: store.LaneSemantic, Spans: 1, Priced: 1, USD: ptr(0.5), Seconds: 2,
+		{Day: "2026-03-01", Executor: "managed-e2b", Lane: store.LanePrimary, Spans: 1, Priced: 1, USD: storetest.Ptr(0.25), Seconds: 3},
+		{Day: "2026-03-01", Executor: "model:gpt-4.1-mini", Lane: store.LaneSemantic, Spans: 1, Priced: 1, USD: storetest.Ptr(0.5), Seconds: 2,
 			InputTokens: 1234, OutputTokens: 567},
 		{Day: "2026-03-01", Executor: "self-host", Lane: store.LaneShadow, Spans: 1, Priced: 0, USD: nil, Seconds: 5},
 	}
 	if diff := cmp.Diff(want, days); diff != "" {
 		t.Fatalf("CostsByDay (-want +got):\n%s", diff)
-	}
-}
-
-func TestMarkPostedMerges(t *testing.T) {
-	c := newClock()
-	db, _ := openTest(t, c)
-	ctx := context.Background()
-	r := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now()))
-	if _, ok, err := db.PostedReview(ctx, r.JobID); err != nil || ok {
-		t.Fatalf("before posting: %v %v", ok, err)
-	}
-	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID, CheckRunID: 4}); err != nil {
-		t.Fatal(err)
-	}
-	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID, ReviewID: 80, HeadSHA: sha(1)}); err != nil {
-		t.Fatal(err)
-	}
-	got, ok, err := db.PostedReview(ctx, r.JobID)
-	if err != nil || !ok {
-		t.Fatalf("PostedReview: %v %v", ok, err)
-	}
-	if diff := cmp.Diff(store.Posted{JobID: r.JobID, ReviewID: 80, CheckRunID: 4, HeadSHA: sha(1), PostedAt: c.Now()}, got); diff != "" {
-		t.Fatalf("posted (-want +got):\n%s", diff)
-	}
-	if err := db.MarkPosted(ctx, store.Posted{JobID: r.JobID}); err == nil {
-		t.Fatal("MarkPosted without ids accepted")
 	}
 }

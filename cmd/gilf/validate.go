@@ -240,9 +240,7 @@ func validateStages(ctx context.Context, cfg Config, path string, rec *validatio
 	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(abs), ".tar.gz"), ".tgz")
 	stages := &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets}
 	res := review.Result{Record: *rec}
-	for _, e := range stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts) {
-		opts.Notes = append(opts.Notes, e)
-	}
+	opts.Notes = append(opts.Notes, stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts)...)
 	*rec = res.Record
 	return opts, nil
 }

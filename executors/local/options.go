@@ -431,7 +431,7 @@ func (o Options) validate() error {
 	}
 	for k := range o.Env {
 		if k == "" || strings.ContainsAny(k, "=\x00") {
-			errs = append(errs, fmt.Errorf("Env: invalid name %q", k))
+			errs = append(errs, fmt.Errorf("env: invalid name %q", k))
 		}
 	}
 	return errors.Join(errs...)

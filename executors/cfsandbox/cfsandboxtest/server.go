@@ -350,7 +350,7 @@ func (s *Server) write(w http.ResponseWriter, r *http.Request, sb *sandbox, rel 
 		errorJSON(w, fmt.Sprintf("payload too large: exceeds the %d-byte limit", MaxWriteBytes), "payload_too_large", http.StatusRequestEntityTooLarge)
 		return
 	}
-	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err == nil {
+	if err = os.MkdirAll(filepath.Dir(hp), 0o755); err == nil {
 		err = os.WriteFile(hp, body, 0o644)
 	}
 	if err != nil {

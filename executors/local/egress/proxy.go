@@ -182,7 +182,7 @@ func (c Config) validate() ([]Rule, error) {
 	for _, r := range c.Rules {
 		cr, err := ParseRule(r.String())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Rules: %w", err))
+			errs = append(errs, fmt.Errorf("rules: %w", err))
 			continue
 		}
 		rules = append(rules, cr)

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -10,32 +10,32 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-// commandDelivery is an issue_comment command on Codertocat/Hello-World#2
+// CommandDelivery is an issue_comment command on Codertocat/Hello-World#2
 // as intake records it: queued, no job.
-func commandDelivery(id string, at time.Time) validation.Delivery {
+func CommandDelivery(id string, at time.Time) validation.Delivery {
 	return validation.Delivery{ID: id, Event: "issue_comment", Action: "created", InstallationID: 1,
 		Repo: "Codertocat/Hello-World", PR: 2, ReceivedAt: at, Status: validation.DeliveryQueued,
 		Reason: "command rerun by @a (comment 1)", Body: []byte(`{"comment":{"body":"/gilf rerun"}}`)}
 }
 
-func TestCommandDeliveries(t *testing.T) {
+func testCommandDeliveries(t *testing.T, e Engine) {
 	ctx := context.Background()
-	c := newClock()
-	db, _ := openTest(t, c)
+	c := NewClock()
+	db, _ := e.openTest(t, c)
 	t0 := c.Now()
-	record(t, db, commandDelivery("c1", t0), nil)
-	record(t, db, commandDelivery("c2", t0.Add(time.Second)), nil)
-	ordinary := commandDelivery("c3", t0)
+	Record(t, db, CommandDelivery("c1", t0), nil)
+	Record(t, db, CommandDelivery("c2", t0.Add(time.Second)), nil)
+	ordinary := CommandDelivery("c3", t0)
 	ordinary.Status, ordinary.Reason = validation.DeliveryIgnored, "a comment that is not a gilf command"
-	record(t, db, ordinary, nil)
-	record(t, db, delivery("p1", payload(t), t0), spec(sha(1), t0))
+	Record(t, db, ordinary, nil)
+	Record(t, db, Delivery("p1", Payload(t), t0), Spec(SHA(1), t0))
 
 	since, stale := t0.Add(-time.Hour), t0.Add(-time.Minute)
 	pending, err := db.PendingCommands(ctx, since, stale, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(pending) != 2 || pending[0].ID != "c1" || pending[1].ID != "c2" || string(pending[0].Body) != string(commandDelivery("c1", t0).Body) ||
+	if len(pending) != 2 || pending[0].ID != "c1" || pending[1].ID != "c2" || string(pending[0].Body) != string(CommandDelivery("c1", t0).Body) ||
 		pending[0].PR != 2 || pending[0].InstallationID != 1 {
 		t.Fatalf("pending %+v, want c1 then c2 with their bodies", pending)
 	}
@@ -81,7 +81,7 @@ func TestCommandDeliveries(t *testing.T) {
 
 	// The budget's counts: one answered command; runs of the pull
 	// request's jobs by start time.
-	j, ok := claim(t, db, "w", time.Minute)
+	j, ok := Claim(t, db, "w", time.Minute)
 	if !ok {
 		t.Fatal("no job")
 	}
@@ -98,11 +98,11 @@ func TestCommandDeliveries(t *testing.T) {
 	if a, err := db.PRActivity(ctx, "Codertocat/Hello-World", 3, since); err != nil || len(a.Runs) != 0 || a.Commands != 0 {
 		t.Errorf("another pull request: %+v, %v", a, err)
 	}
-	id, found, err := db.PRJob(ctx, "Codertocat/Hello-World", 2, sha(1))
+	id, found, err := db.PRJob(ctx, "Codertocat/Hello-World", 2, SHA(1))
 	if err != nil || !found || id != j.ID {
 		t.Errorf("PRJob = %d %v %v, want %d", id, found, err, j.ID)
 	}
-	if _, found, err := db.PRJob(ctx, "Codertocat/Hello-World", 2, sha(2)); err != nil || found {
+	if _, found, err := db.PRJob(ctx, "Codertocat/Hello-World", 2, SHA(2)); err != nil || found {
 		t.Errorf("PRJob of another head: %v %v", found, err)
 	}
 }

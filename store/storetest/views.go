@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -7,22 +7,21 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
+	"github.com/google/go-cmp/cmp"
 )
 
 // finishRun records a delivery for repo's pull request pr at head, claims
 // its job and finishes it with run.
-func finishRun(t *testing.T, db *store.DB, c *clock, id, repo string, pr int, head string, run store.RunRecord) (int64, int64) {
+func finishRun(t *testing.T, db *store.DB, c *Clock, id, repo string, pr int, head string, run store.RunRecord) (int64, int64) {
 	t.Helper()
-	d := delivery(id, []byte(`{}`), c.Now())
+	d := Delivery(id, []byte(`{}`), c.Now())
 	d.Repo, d.PR, d.HeadSHA = repo, pr, head
-	j := spec(head, c.Now())
+	j := Spec(head, c.Now())
 	j.Repo, j.PR, j.HeadRepo = repo, pr, repo
-	r := record(t, db, d, j)
-	job, ok := claim(t, db, "w", time.Minute)
+	r := Record(t, db, d, j)
+	job, ok := Claim(t, db, "w", time.Minute)
 	if !ok || job.ID != r.JobID {
 		t.Fatalf("claim: %v %d, want job %d", ok, job.ID, r.JobID)
 	}
@@ -33,36 +32,36 @@ func finishRun(t *testing.T, db *store.DB, c *clock, id, repo string, pr int, he
 	return r.JobID, runID
 }
 
-func TestDashboardViews(t *testing.T) {
-	c := newClock()
-	db := openAt(t, newLocation(t),
+func testDashboardViews(t *testing.T, e Engine) {
+	c := NewClock()
+	db := e.OpenAt(t, e.NewLocation(t),
 		store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }, MaxAttempts: 1})
 	ctx := context.Background()
 	start := c.Now()
 	failed := store.RunRecord{
 		Record: validation.Record{Outcome: validation.OutcomeFailed, Executor: "managed-e2b", IsolationTier: validation.TierRemote,
 			Steps: []validation.StepResult{
-				{Name: "install", Status: validation.StatusPassed, ExitCode: ptr(0), DurationMs: 900},
-				{Name: "test", Status: validation.StatusFailed, ExitCode: ptr(1), DurationMs: 1200},
+				{Name: "install", Status: validation.StatusPassed, ExitCode: Ptr(0), DurationMs: 900},
+				{Name: "test", Status: validation.StatusFailed, ExitCode: Ptr(1), DurationMs: 1200},
 			},
 			Findings: []validation.Finding{{Severity: validation.SeverityHigh, Step: "test", Title: "test failed"}},
 			Started:  start, Finished: start.Add(3 * time.Second)},
 		Artifacts: []store.Artifact{{Key: "ev/1/out.txt", Kind: "test-output", Bytes: 4, Status: store.ArtifactPersisted, URL: "https://ev.example/1"}},
 		Spans: []store.CostSpan{
-			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), USD: ptr(0.25)},
+			{Lane: store.LanePrimary, Executor: "managed-e2b", Started: start, Finished: start.Add(3 * time.Second), USD: Ptr(0.25)},
 			{Lane: store.LaneShadow, Executor: "self-host", Started: start, Finished: start.Add(5 * time.Second)},
 		},
 		Shadow: &store.ShadowTelemetry{Executor: "self-host", Outcome: validation.OutcomeFailed, Wall: 5 * time.Second,
 			Steps: []store.StepAgreement{{Step: "test", Primary: validation.StatusFailed, Shadow: validation.StatusFailed, Agree: true},
 				{Step: "install", Primary: validation.StatusPassed, Shadow: validation.StatusFailed}}},
 	}
-	job1, run1 := finishRun(t, db, c, "d1", "o/a", 1, sha(1), failed)
+	job1, run1 := finishRun(t, db, c, "d1", "o/a", 1, SHA(1), failed)
 	c.Advance(time.Hour)
 	refused := store.RunRecord{Record: validation.Record{Outcome: validation.OutcomeRefused, Executor: "local",
 		Refusal: &validation.Refusal{Code: validation.CodeLocalNotAllowed, Msg: "no"}, Started: c.Now(), Finished: c.Now()}}
-	_, run2 := finishRun(t, db, c, "d2", "o/b", 2, sha(2), refused)
+	_, run2 := finishRun(t, db, c, "d2", "o/b", 2, SHA(2), refused)
 	c.Advance(time.Hour)
-	_, run3 := finishRun(t, db, c, "d3", "o/b", 3, sha(3), refused)
+	_, run3 := finishRun(t, db, c, "d3", "o/b", 3, SHA(3), refused)
 
 	t.Run("list", func(t *testing.T) {
 		page, err := db.RunList(ctx, validation.RunQuery{})
@@ -77,8 +76,8 @@ func TestDashboardViews(t *testing.T) {
 			t.Fatalf("ids (-want +got):\n%s next %d", diff, page.Next)
 		}
 		got := page.Runs[2]
-		want := validation.RunSummary{ID: run1, JobID: job1, Repo: "o/a", PR: 1, HeadSHA: sha(1), Outcome: validation.OutcomeFailed,
-			Executor: "managed-e2b", Tier: validation.TierRemote, Started: start, Finished: start.Add(3 * time.Second), Findings: 1, USD: ptr(0.25)}
+		want := validation.RunSummary{ID: run1, JobID: job1, Repo: "o/a", PR: 1, HeadSHA: SHA(1), Outcome: validation.OutcomeFailed,
+			Executor: "managed-e2b", Tier: validation.TierRemote, Started: start, Finished: start.Add(3 * time.Second), Findings: 1, USD: Ptr(0.25)}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("summary (-want +got):\n%s", diff)
 		}
@@ -168,7 +167,7 @@ func TestDashboardViews(t *testing.T) {
 			t.Fatal(err)
 		}
 		if diff := cmp.Diff([]validation.CostDay{
-			{Day: "2026-03-01", Executor: "managed-e2b", Lane: "primary", Spans: 1, Priced: 1, USD: ptr(0.25), Seconds: 3},
+			{Day: "2026-03-01", Executor: "managed-e2b", Lane: "primary", Spans: 1, Priced: 1, USD: Ptr(0.25), Seconds: 3},
 			{Day: "2026-03-01", Executor: "self-host", Lane: "shadow", Spans: 1, Seconds: 5},
 		}, days); diff != "" {
 			t.Fatalf("cost days (-want +got):\n%s", diff)
@@ -177,21 +176,21 @@ func TestDashboardViews(t *testing.T) {
 
 	t.Run("queue", func(t *testing.T) {
 		// A job that ends dead (MaxAttempts 1) and one left queued.
-		d := delivery("d4", []byte(`{}`), c.Now())
-		d.Repo, d.PR, d.HeadSHA = "o/c", 4, sha(4)
-		j := spec(sha(4), c.Now())
+		d := Delivery("d4", []byte(`{}`), c.Now())
+		d.Repo, d.PR, d.HeadSHA = "o/c", 4, SHA(4)
+		j := Spec(SHA(4), c.Now())
 		j.Repo, j.PR = "o/c", 4
-		dead := record(t, db, d, j)
-		job, _ := claim(t, db, "w", time.Minute)
+		dead := Record(t, db, d, j)
+		job, _ := Claim(t, db, "w", time.Minute)
 		if _, err := db.Retry(ctx, job.Lease, store.Failure{Err: fmt.Errorf("sandbox api: 503"), Transient: true}); err != nil {
 			t.Fatal(err)
 		}
 		c.Advance(time.Minute)
-		d = delivery("d5", []byte(`{}`), c.Now())
-		d.Repo, d.PR, d.HeadSHA = "o/c", 5, sha(5)
-		j = spec(sha(5), c.Now())
+		d = Delivery("d5", []byte(`{}`), c.Now())
+		d.Repo, d.PR, d.HeadSHA = "o/c", 5, SHA(5)
+		j = Spec(SHA(5), c.Now())
 		j.Repo, j.PR = "o/c", 5
-		queued := record(t, db, d, j)
+		queued := Record(t, db, d, j)
 
 		jobs, err := db.JobList(ctx, validation.JobQuery{})
 		if err != nil {

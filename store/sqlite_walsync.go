@@ -51,8 +51,7 @@ type walFile struct {
 	path     string
 	mu       sync.Mutex
 	f        *os.File
-	poisoned              // by the first failed sync; read without the lock
-	syncs    atomic.Int64 // successful fsyncs, for tests
+	poisoned // by the first failed sync; read without the lock
 }
 
 func openWAL(dbPath string) (*walFile, error) {
@@ -82,7 +81,6 @@ func (w *walFile) sync() error {
 	if err := datasync(w.f); err != nil {
 		return w.fail(err)
 	}
-	w.syncs.Add(1)
 	return nil
 }
 
@@ -125,23 +123,17 @@ func (w *walFile) close() error {
 
 // durable makes every commit so far durable: with SynchronousFull it
 // fsyncs the WAL; with SynchronousNormal there is nothing to wait for.
-func (d *DB) durable() error {
-	if d.engine == EnginePostgres { // the server synced the commit
-		return nil
+func (e *sqliteEngine) durable() error {
+	if e.d.opts.Synchronous != SynchronousFull {
+		return e.failed()
 	}
-	if d.opts.Synchronous != SynchronousFull {
-		return d.storageFailed()
-	}
-	return d.wal.sync()
+	return e.wal.sync()
 }
 
-// storageFailed is why the store's own files refuse writes (a failed
-// fsync of the WAL or the body log), or nil; PostgreSQL has none.
-func (d *DB) storageFailed() error {
-	if d.engine == EnginePostgres {
-		return nil
-	}
-	return errors.Join(d.wal.failed(), d.bodies.failed())
+// failed is why the store's own files refuse writes (a failed fsync of
+// the WAL or the body log), or nil.
+func (e *sqliteEngine) failed() error {
+	return errors.Join(e.wal.failed(), e.bodies.failed())
 }
 
 // answer syncs the WAL and answers every delivery of a batch — with its
@@ -158,7 +150,7 @@ func (d *DB) storageFailed() error {
 func (d *DB) answer(batch []*intakeReq, results []intakeRes) {
 	var err error
 	if anyCommitted(results) {
-		if err = d.durable(); err != nil {
+		if err = d.eng.durable(); err != nil {
 			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", "err", err)
 		}
 	}

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -6,20 +6,19 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
+	"github.com/google/go-cmp/cmp"
 )
 
-func TestListJobs(t *testing.T) {
-	c := newClock()
-	db, _ := openTest(t, c)
-	a := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
+func testListJobs(t *testing.T, e Engine) {
+	c := NewClock()
+	db, _ := e.openTest(t, c)
+	a := Record(t, db, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
 	c.Advance(time.Second)
-	other := spec(sha(2), c.Now())
+	other := Spec(SHA(2), c.Now())
 	other.Repo, other.PR = "octo/other", 7
-	b := record(t, db, delivery("d2", []byte(`{}`), c.Now()), other).JobID
+	b := Record(t, db, Delivery("d2", []byte(`{}`), c.Now()), other).JobID
 	c.Advance(time.Second)
 	finish(t, db, a, validation.OutcomePassed) // a is now the most recently updated
 
@@ -56,7 +55,7 @@ func TestListJobs(t *testing.T) {
 	if err != nil || len(js) != 1 {
 		t.Fatalf("ListJobs = %+v, %v", js, err)
 	}
-	if j := js[0]; j.Repo != "Codertocat/Hello-World" || j.PR != 2 || j.HeadSHA != sha(1) || j.Attempts != 1 || !j.UpdatedAt.Equal(c.Now()) {
+	if j := js[0]; j.Repo != "Codertocat/Hello-World" || j.PR != 2 || j.HeadSHA != SHA(1) || j.Attempts != 1 || !j.UpdatedAt.Equal(c.Now()) {
 		t.Errorf("job = %+v", j)
 	}
 	if _, err := db.ListJobs(context.Background(), store.JobFilter{State: "zombie"}); err == nil {
@@ -64,11 +63,11 @@ func TestListJobs(t *testing.T) {
 	}
 }
 
-func TestRetryJob(t *testing.T) {
-	c := newClock()
-	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+func testRetryJob(t *testing.T, e Engine) {
+	c := NewClock()
+	db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
-	id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
+	id := Record(t, db, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
 
 	if _, err := db.RetryJob(ctx, id, ""); !errors.Is(err, store.ErrWrongState) {
 		t.Errorf("retry of a queued job = %v; want ErrWrongState", err)
@@ -76,7 +75,7 @@ func TestRetryJob(t *testing.T) {
 	if _, err := db.RetryJob(ctx, 999, ""); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("retry of an unknown job = %v; want ErrNotFound", err)
 	}
-	j, _ := claim(t, db, "w", time.Minute)
+	j, _ := Claim(t, db, "w", time.Minute)
 	if _, err := db.RetryJob(ctx, id, ""); !errors.Is(err, store.ErrWrongState) {
 		t.Errorf("retry of a running job = %v; want ErrWrongState", err)
 	}
@@ -92,14 +91,14 @@ func TestRetryJob(t *testing.T) {
 	if diff := cmp.Diff(want, rerunState{st.State, st.Reason, st.Attempts, st.LastError, st.Reruns}); diff != "" {
 		t.Errorf("retried job (-want +got):\n%s", diff)
 	}
-	if j, ok := claim(t, db, "w", time.Minute); !ok || j.ID != id || j.Rerun != 1 {
+	if j, ok := Claim(t, db, "w", time.Minute); !ok || j.ID != id || j.Rerun != 1 {
 		t.Fatalf("claim = %+v, %v; want the re-run", j, ok)
 	}
 
 	// A job whose pull request moved on to a newer head is not revived.
 	c.Advance(time.Minute)
-	record(t, db, delivery("d2", []byte(`{}`), c.Now()), spec(sha(2), c.Now()))
-	if st := state(t, db, id); st.State != store.StateSuperseded {
+	Record(t, db, Delivery("d2", []byte(`{}`), c.Now()), Spec(SHA(2), c.Now()))
+	if st := State(t, db, id); st.State != store.StateSuperseded {
 		t.Fatalf("old head = %s; want superseded", st.State)
 	}
 	if _, err := db.RetryJob(ctx, id, ""); !errors.Is(err, store.ErrNotNewest) {
@@ -110,20 +109,20 @@ func TestRetryJob(t *testing.T) {
 // An operator cancels through a second handle on the file, as `gilf jobs
 // cancel` does while `gilf serve` runs: the worker's lease is gone at its
 // next heartbeat, and its result is not kept.
-func TestCancelJobFromAnotherHandle(t *testing.T) {
-	c := newClock()
-	path := newLocation(t)
-	serve := openAt(t, path, store.Options{Now: c.Now})
-	ops := openAt(t, path, store.Options{Now: c.Now})
+func testCancelJobFromAnotherHandle(t *testing.T, e Engine) {
+	c := NewClock()
+	path := e.NewLocation(t)
+	serve := e.OpenAt(t, path, store.Options{Now: c.Now})
+	ops := e.OpenAt(t, path, store.Options{Now: c.Now})
 	ctx := context.Background()
-	running := record(t, serve, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
-	j, ok := claim(t, serve, "w", time.Minute)
+	running := Record(t, serve, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
+	j, ok := Claim(t, serve, "w", time.Minute)
 	if !ok || j.ID != running {
 		t.Fatalf("claim = %+v, %v", j, ok)
 	}
-	other := spec(sha(2), c.Now())
+	other := Spec(SHA(2), c.Now())
 	other.PR = 3
-	queued := record(t, serve, delivery("d2", []byte(`{}`), c.Now()), other).JobID
+	queued := Record(t, serve, Delivery("d2", []byte(`{}`), c.Now()), other).JobID
 
 	for _, id := range []int64{running, queued} {
 		st, err := ops.CancelJob(ctx, id, "")
@@ -140,7 +139,7 @@ func TestCancelJobFromAnotherHandle(t *testing.T) {
 	if _, err := serve.Finish(ctx, j.Lease, store.RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}}); !errors.Is(err, store.ErrLeaseLost) {
 		t.Errorf("finish after cancel = %v; want ErrLeaseLost", err)
 	}
-	if _, ok := claim(t, serve, "w", time.Minute); ok {
+	if _, ok := Claim(t, serve, "w", time.Minute); ok {
 		t.Error("a cancelled job was claimed")
 	}
 	if _, err := ops.CancelJob(ctx, running, ""); !errors.Is(err, store.ErrWrongState) {

@@ -6,23 +6,13 @@ import (
 	"sync"
 )
 
-// Engine names the database behind a DB.
-type Engine string
-
-const (
-	// EngineSQLite is the embedded default: one file under GILF_DATA_DIR.
-	EngineSQLite Engine = "sqlite"
-	// EnginePostgres is a PostgreSQL server shared by every replica.
-	EnginePostgres Engine = "postgres"
-)
-
 // The store's SQL is written once, in the dialect both engines share, with
 // SQLite's placeholders (? and ?N). For PostgreSQL, the driver (see
 // postgres.go) rewrites each statement's text before it reaches the
 // server: placeholders become $N, and SQLite's INDEXED BY hints are
 // dropped (PostgreSQL's planner picks the partial indexes itself). The few
-// statements that need a function only one engine has are chosen per
-// engine by the caller (DB.dialect).
+// statements that need a function only one engine has take it from the
+// engine interface (engine.go).
 
 // rewritten caches rewriteForPostgres by statement text: the store's
 // statements are constants, so the cache holds a few dozen entries.

@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -6,16 +6,15 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
+	"github.com/google/go-cmp/cmp"
 )
 
 // A new delivery for the head of a job that ended dead or failed queues
 // the job again as a re-run: attempts start over and the run publishes
 // under a new id.
-func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
+func testNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T, e Engine) {
 	for _, tt := range []struct {
 		name      string
 		transient bool
@@ -27,11 +26,11 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 		{"failed, reopened", false, store.StateFailed, "reopened"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			c := newClock()
-			db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+			c := NewClock()
+			db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 			ctx := context.Background()
-			id := record(t, db, delivery("d1", []byte(`{}`), c.Now()), spec(sha(1), c.Now())).JobID
-			j, ok := claim(t, db, "w", time.Minute)
+			id := Record(t, db, Delivery("d1", []byte(`{}`), c.Now()), Spec(SHA(1), c.Now())).JobID
+			j, ok := Claim(t, db, "w", time.Minute)
 			if !ok || j.ID != id {
 				t.Fatalf("claim = %+v, %v; want job %d", j, ok, id)
 			}
@@ -40,11 +39,11 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 			}
 
 			c.Advance(time.Minute)
-			again := spec(sha(1), c.Now())
+			again := Spec(SHA(1), c.Now())
 			again.Trigger = tt.trigger
-			d := delivery("d2", []byte(`{}`), c.Now())
+			d := Delivery("d2", []byte(`{}`), c.Now())
 			d.Action = tt.trigger
-			res := record(t, db, d, again)
+			res := Record(t, db, d, again)
 			if diff := cmp.Diff(validation.RecordResult{JobID: id, JobState: "queued", Rerun: 1}, res); diff != "" {
 				t.Errorf("record (-want +got):\n%s", diff)
 			}
@@ -53,7 +52,7 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 			if diff := cmp.Diff(want, rerunStateOf(t, db, id)); diff != "" {
 				t.Errorf("job (-want +got):\n%s", diff)
 			}
-			j, ok = claim(t, db, "w", time.Minute)
+			j, ok = Claim(t, db, "w", time.Minute)
 			if !ok || j.ID != id || j.Rerun != 1 || j.Attempts != 1 {
 				t.Fatalf("claim after re-queue = %+v, %v; want job %d, rerun 1, attempt 1", j, ok, id)
 			}
@@ -66,24 +65,24 @@ func TestNewDeliveryRequeuesDeadAndFailedJobs(t *testing.T) {
 
 // A delivery older than a newer head does not revive a dead job: it is
 // superseded, not re-run.
-func TestStaleDeliveryLeavesDeadJobDead(t *testing.T) {
-	c := newClock()
-	db := openAt(t, newLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
+func testStaleDeliveryLeavesDeadJobDead(t *testing.T, e Engine) {
+	c := NewClock()
+	db := e.OpenAt(t, e.NewLocation(t), store.Options{Now: c.Now, MaxAttempts: 1, Jitter: func() float64 { return 0.5 }})
 	ctx := context.Background()
 	t0 := c.Now()
-	id := record(t, db, delivery("d1", []byte(`{}`), t0), spec(sha(1), t0)).JobID
-	j, _ := claim(t, db, "w", time.Minute)
+	id := Record(t, db, Delivery("d1", []byte(`{}`), t0), Spec(SHA(1), t0)).JobID
+	j, _ := Claim(t, db, "w", time.Minute)
 	if _, err := db.Retry(ctx, j.Lease, store.Failure{Err: errors.New("github: 502"), Transient: true}); err != nil {
 		t.Fatal(err)
 	}
 	c.Advance(time.Minute)
-	record(t, db, delivery("d2", []byte(`{}`), c.Now()), spec(sha(2), c.Now()))
+	Record(t, db, Delivery("d2", []byte(`{}`), c.Now()), Spec(SHA(2), c.Now()))
 	// A late delivery for the first head, stamped before the second.
-	res := record(t, db, delivery("d3", []byte(`{}`), c.Now()), spec(sha(1), t0))
+	res := Record(t, db, Delivery("d3", []byte(`{}`), c.Now()), Spec(SHA(1), t0))
 	if res.JobID != id || res.JobState != string(store.StateDead) || res.Rerun != 0 {
 		t.Errorf("record = %+v; want job %d left dead", res, id)
 	}
-	if st := state(t, db, id); st.State != store.StateDead || st.Reruns != 0 {
+	if st := State(t, db, id); st.State != store.StateDead || st.Reruns != 0 {
 		t.Errorf("job = %+v; want dead, no re-run", st)
 	}
 }

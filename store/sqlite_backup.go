@@ -56,12 +56,14 @@ type BackupResult struct {
 // marked pruned; a segment gone before it was copied gets its rows marked
 // pruned in the copy too.
 func (d *DB) Backup(ctx context.Context, dest string) (BackupResult, error) {
+	return d.eng.backup(ctx, dest)
+}
+
+// backup is Backup on SQLite.
+func (e *sqliteEngine) backup(ctx context.Context, dest string) (BackupResult, error) {
 	res := BackupResult{Path: dest}
 	fail := func(err error) (BackupResult, error) {
 		return res, fmt.Errorf("backup to %s: %w", dest, err)
-	}
-	if d.engine == EnginePostgres {
-		return fail(ErrBackupPostgres)
 	}
 	for _, p := range []string{dest, bodyDir(dest)} {
 		if _, err := os.Lstat(p); err == nil {
@@ -73,7 +75,7 @@ func (d *DB) Backup(ctx context.Context, dest string) (BackupResult, error) {
 	if err := os.MkdirAll(bodyDir(dest), 0o700); err != nil {
 		return fail(err)
 	}
-	if _, err := d.ck.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
+	if _, err := e.ck.ExecContext(ctx, `VACUUM INTO ?`, dest); err != nil {
 		return fail(fmt.Errorf("copy database: %w", err))
 	}
 	cp, err := sql.Open("sqlite", dest+"?_pragma=busy_timeout(5000)")
@@ -81,7 +83,7 @@ func (d *DB) Backup(ctx context.Context, dest string) (BackupResult, error) {
 		return fail(err)
 	}
 	cp.SetMaxOpenConns(1)
-	err = d.copySegments(ctx, cp, dest, &res)
+	err = e.copySegments(ctx, cp, dest, &res)
 	if err == nil {
 		err = cp.QueryRowContext(ctx, `SELECT COUNT(*) FROM deliveries`).Scan(&res.Deliveries)
 	}
@@ -95,7 +97,7 @@ func (d *DB) Backup(ctx context.Context, dest string) (BackupResult, error) {
 }
 
 // copySegments copies the part of each segment the copied database names.
-func (d *DB) copySegments(ctx context.Context, cp *sql.DB, dest string, res *BackupResult) error {
+func (e *sqliteEngine) copySegments(ctx context.Context, cp *sql.DB, dest string, res *BackupResult) error {
 	rows, err := cp.QueryContext(ctx, `SELECT body_segment, MAX(body_offset + body_length) FROM deliveries
 		WHERE body_segment IS NOT NULL AND body_pruned_at IS NULL GROUP BY body_segment`)
 	if err != nil {
@@ -118,12 +120,12 @@ func (d *DB) copySegments(ctx context.Context, cp *sql.DB, dest string, res *Bac
 		if !validSegment(seg) {
 			return fmt.Errorf("copied database names segment %q: not a segment name", seg)
 		}
-		n, err := copySegment(ctx, filepath.Join(d.bodies.dir, seg), filepath.Join(bodyDir(dest), seg), end)
+		n, err := copySegment(ctx, filepath.Join(e.bodies.dir, seg), filepath.Join(bodyDir(dest), seg), end)
 		switch {
 		case errors.Is(err, os.ErrNotExist):
 			res.Pruned++
 			if _, err := cp.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ? WHERE body_segment = ? AND body_pruned_at IS NULL`,
-				d.nowMs(), seg); err != nil {
+				e.d.nowMs(), seg); err != nil {
 				return fmt.Errorf("mark segment %s pruned in the copy: %w", seg, err)
 			}
 			continue

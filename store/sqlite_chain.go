@@ -10,7 +10,7 @@ import (
 )
 
 // On SQLite too, the new heads of one pull request in one batch are
-// recorded as a chain (chainsOf picks them): the writer works out in Go
+// recorded as a chain (chains picks them): the writer works out in Go
 // how recording them one after the other would end — what
 // sqlChainPostgres works out in SQL on PostgreSQL — and writes that end
 // directly. A head born superseded by the next one is inserted so, instead
@@ -51,15 +51,16 @@ func planChain(updated []int64, newest int64, known bool) []chainStep {
 	return steps
 }
 
-// recordChain records a chain inside the batch's transaction (SQLite),
-// filling results. Job ids are drawn in the chain's order from the
-// table's largest, as SQLite's own inserts would draw them: the writer's
-// transaction is the only one writing. A delivery already recorded, or a
-// reviewed state that has its job, fails it with errFollowUp before
-// anything of it commits: the batch then runs one delivery after the
-// other.
-func (d *DB) recordChain(ctx context.Context, st boundStmts, chain []pgItem, results []intakeRes) error {
-	pr := chain[0].req.job
+// recordChain records the deliveries of batch at idx, a chain, inside
+// the batch's transaction, filling results. Job ids are drawn in the
+// chain's order from the table's largest, as SQLite's own inserts would
+// draw them: the writer's transaction is the only one writing. A delivery
+// already recorded, or a reviewed state that has its job, fails it with
+// errFollowUp before anything of it commits: the batch then runs one
+// delivery after the other.
+func (e *sqliteEngine) recordChain(ctx context.Context, st boundStmts, batch []*intakeReq, idx []int, results []intakeRes) error {
+	d := e.d
+	pr := batch[idx[0]].job
 	var newest sql.NullInt64
 	err := st.newestUpdate.QueryRowContext(ctx, pr.Repo, pr.PR).Scan(&newest)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -69,9 +70,9 @@ func (d *DB) recordChain(ctx context.Context, st boundStmts, chain []pgItem, res
 	if err := st.maxJobID.QueryRowContext(ctx).Scan(&top); err != nil {
 		return fmt.Errorf("largest job id: %w", err)
 	}
-	updated := make([]int64, len(chain))
-	for k, it := range chain {
-		updated[k] = ms(it.req.job.PRUpdatedAt)
+	updated := make([]int64, len(idx))
+	for k, i := range idx {
+		updated[k] = ms(batch[i].job.PRUpdatedAt)
 	}
 	plan := planChain(updated, newest.Int64, newest.Valid)
 	id := func(k int) int64 { return top + 1 + int64(k) }
@@ -81,29 +82,30 @@ func (d *DB) recordChain(ctx context.Context, st boundStmts, chain []pgItem, res
 	superseded := 0
 	for k, s := range plan {
 		if s.first {
-			if superseded, err = supersedeOlder(ctx, st, chain[k].req.job, id(k), now); err != nil {
+			if superseded, err = supersedeOlder(ctx, st, batch[idx[k]].job, id(k), now); err != nil {
 				return err
 			}
 		}
 	}
-	for k, it := range chain {
-		inserted, err := d.insertDelivery(ctx, st, it.req)
+	for k, i := range idx {
+		r := batch[i]
+		inserted, err := d.insertDelivery(ctx, st, r)
 		if err != nil {
 			return err
 		}
 		if !inserted {
 			return errFollowUp
 		}
-		job := it.req.job
+		job := r.job
 		state, reason := StateQueued, ""
 		switch s := plan[k]; {
 		case s.stale:
 			state, reason = StateSuperseded, staleReason
 		case s.next >= 0:
-			state, reason = StateSuperseded, supersedeReason(chain[s.next].req.job.HeadSHA, id(s.next))
+			state, reason = StateSuperseded, supersedeReason(batch[idx[s.next]].job.HeadSHA, id(s.next))
 		}
 		n, err := execCount(ctx, st.insJobAs, id(k), job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef,
-			nullInt(job.InstallationID), it.req.d.ID, job.Trigger, updated[k], string(state), reason, now)
+			nullInt(job.InstallationID), r.d.ID, job.Trigger, updated[k], string(state), reason, now)
 		if err != nil {
 			return fmt.Errorf("insert job: %w", err)
 		}
@@ -119,24 +121,22 @@ func (d *DB) recordChain(ctx context.Context, st boundStmts, chain []pgItem, res
 		case s.later:
 			res.Superseded = 1
 		}
-		results[it.i] = intakeRes{res: res}
+		results[i] = intakeRes{res: res}
 	}
-	d.pipelined.Add(1)
 	return nil
 }
 
-// The chain's statements (SQLite).
-const (
-	// The pull request's newest update time: the last entry of
-	// jobs_pr_updated.
-	sqlNewestUpdate = `SELECT pr_updated_at FROM jobs INDEXED BY jobs_pr_updated
-		WHERE repo = ?1 AND pr = ?2 ORDER BY pr_updated_at DESC LIMIT 1`
-	sqlMaxJobID = `SELECT COALESCE(MAX(id), 0) FROM jobs`
-	// A job with its state worked out, and its id: a chain's, or NULL for
-	// SQLite to draw (insertJobSQLite); nothing when the reviewed state
-	// has its job.
-	sqlInsJobAs = `INSERT INTO jobs (id, repo, pr, head_sha, head_repo, base_ref, installation_id, delivery_id,
-			trigger_action, pr_updated_at, state, reason, next_attempt_at, created_at, updated_at)
-		VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, ?13)
-		ON CONFLICT (repo, pr, head_sha, base_ref) DO NOTHING`
-)
+// chains are the chains of a batch of allNew deliveries: each pull
+// request's several new heads (pipelineGroups).
+func (e *sqliteEngine) chains(batch []*intakeReq) [][]int {
+	if !allNew(batch) {
+		return nil
+	}
+	var out [][]int
+	for _, g := range pipelineGroups(batch) {
+		if len(g) >= 2 {
+			out = append(out, g)
+		}
+	}
+	return out
+}

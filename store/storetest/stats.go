@@ -1,4 +1,4 @@
-package store_test
+package storetest
 
 import (
 	"context"
@@ -6,17 +6,16 @@ import (
 	"testing"
 	"time"
 
-	"github.com/google/go-cmp/cmp"
-
 	"github.com/gilf-review/gilf/store"
+	"github.com/google/go-cmp/cmp"
 )
 
 // TestQueueStats: jobs are counted in every state, zero included, and the
 // oldest due job is the longest-waiting queued one that is due — not a
 // job waiting out its retry backoff.
-func TestQueueStats(t *testing.T) {
-	c := newClock()
-	db, _ := openTest(t, c)
+func testQueueStats(t *testing.T, e Engine) {
+	c := NewClock()
+	db, _ := e.openTest(t, c)
 	ctx := context.Background()
 	stats := func() store.QueueStats {
 		t.Helper()
@@ -40,16 +39,16 @@ func TestQueueStats(t *testing.T) {
 	var at []time.Time
 	for i := range 3 {
 		at = append(at, c.Now())
-		js := spec(sha(i), c.Now())
+		js := Spec(SHA(i), c.Now())
 		js.PR = 10 + i // three pull requests: one head does not supersede another
-		record(t, db, delivery("d"+string(rune('a'+i)), []byte(`{}`), c.Now()), js)
+		Record(t, db, Delivery("d"+string(rune('a'+i)), []byte(`{}`), c.Now()), js)
 		c.Advance(10 * time.Second)
 	}
 	got := stats()
 	if diff := cmp.Diff(counts(3, 0), got.Jobs); diff != "" || !got.OldestDue.Equal(at[0]) {
 		t.Fatalf("three queued: oldest due %v, want %v; jobs (-want +got):\n%s", got.OldestDue, at[0], diff)
 	}
-	j, ok := claim(t, db, "w", time.Minute)
+	j, ok := Claim(t, db, "w", time.Minute)
 	if !ok {
 		t.Fatal("nothing to claim")
 	}
