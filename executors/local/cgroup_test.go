@@ -334,7 +334,7 @@ func TestCgroupNameHasNoPid(t *testing.T) {
 	if strings.Contains(name, strconv.Itoa(os.Getpid())) || !strings.HasPrefix(name, cgroupPrefix+"w") {
 		t.Errorf("cgroup name %q names the worker's pid %d", name, os.Getpid())
 	}
-	if workerTag(os.Getpid()) != workerTag(os.Getpid()) || workerTag(os.Getpid()) == workerTag(1) {
+	if self := workerTag(os.Getpid()); self != workerTag(os.Getpid()) || self == workerTag(1) {
 		t.Error("workerTag is not one per process")
 	}
 	if !staleTag("w0000000000000000", liveTags) || staleTag(workerTag(os.Getpid()), liveTags) || staleTag("other", liveTags) {

@@ -180,7 +180,7 @@ func checkDiskFits(ctx context.Context, mkfsPath, dir string, l DiskLimit) error
 			hi = m
 		}
 	}
-	return fmt.Errorf("Disk: %d inodes cannot be made on a file system of %d bytes; the largest count that fits is %d (or leave the count unset: it is then derived from the size, %d)",
+	return fmt.Errorf("disk: %d inodes cannot be made on a file system of %d bytes; the largest count that fits is %d (or leave the count unset: it is then derived from the size, %d)",
 		l.Inodes, l.Bytes, lo, DerivedInodes(l.Bytes))
 }
 

@@ -22,8 +22,8 @@ const (
 	// threadsPerPage and threadComments size one page of threads and
 	// the comments read of each thread (a longer thread's later comments
 	// are not read: gilf's own comment is its first).
-	threadsPerPage = 100
-	threadComments = 50
+	threadsPerPage = "100"
+	threadComments = "50"
 )
 
 // graphqlURL is the GraphQL endpoint next to the REST root: api.github.com
@@ -106,11 +106,11 @@ type ThreadComment struct {
 const threadsQuery = `query($owner: String!, $name: String!, $number: Int!, $after: String) {
   repository(owner: $owner, name: $name) {
     pullRequest(number: $number) {
-      reviewThreads(first: 100, after: $after) {
+      reviewThreads(first: ` + threadsPerPage + `, after: $after) {
         pageInfo { hasNextPage endCursor }
         nodes {
           id isResolved isOutdated path line
-          comments(first: 50) { nodes { databaseId body author { __typename login } } }
+          comments(first: ` + threadComments + `) { nodes { databaseId body author { __typename login } } }
         }
       }
     }
