@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -100,8 +101,9 @@ func (c *Client) token(ctx context.Context, r Repo, stale *secret) (secret, erro
 	if t, ok := c.cached(k, stale); ok {
 		return t, nil
 	}
-	c.mintMu.Lock()
-	defer c.mintMu.Unlock()
+	mu := c.mintLock(k)
+	mu.Lock()
+	defer mu.Unlock()
 	if t, ok := c.cached(k, stale); ok { // minted while we waited
 		return t, nil
 	}
@@ -134,6 +136,19 @@ func (c *Client) token(ctx context.Context, r Repo, stale *secret) (secret, erro
 	return ct.tok, nil
 }
 
+// mintLock is the lock that serializes k's mints (one installation's
+// mint never waits for another's).
+func (c *Client) mintLock(k tokenKey) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.mints[k]
+	if m == nil {
+		m = new(sync.Mutex)
+		c.mints[k] = m
+	}
+	return m
+}
+
 func (c *Client) cached(k tokenKey, stale *secret) (secret, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,7 +174,7 @@ func (c *Client) forRepo(r Repo) (*gh.Client, error) {
 	if g, ok := c.clients[k]; ok {
 		return g, nil
 	}
-	g := c.newGitHub(&installationTransport{c: c, repo: r})
+	g := c.newGitHub(c.limited(r.InstallationID, &installationTransport{c: c, repo: r}))
 	c.clients[k] = g
 	return g, nil
 }
