@@ -32,17 +32,17 @@ type Job struct {
 	// Rerun counts the re-runs asked for this head (GitHub's Re-run
 	// button): each one publishes anew under its own PublicationID.
 	Rerun int
+	// Store is the id of the store that holds the job (store.StoreID);
+	// "" publishes under the bare job id, as before stores were named.
+	Store string
 }
 
 // PublicationID is what identifies this run of the job on GitHub: the
 // check run's external_id and the hidden marker in the summary. A re-run
-// gets a new one, so what an earlier run posted is not taken as its own.
-func (j Job) PublicationID() string {
-	if j.Rerun == 0 {
-		return fmt.Sprint(j.ID)
-	}
-	return fmt.Sprintf("%d.%d", j.ID, j.Rerun)
-}
+// gets a new one, so what an earlier run posted is not taken as its own;
+// it names the store too (validation.MarkerID), so neither is another
+// store's post.
+func (j Job) PublicationID() string { return validation.MarkerID(j.Store, j.ID, j.Rerun) }
 
 // FullName is owner/repo.
 func (j Job) FullName() string { return j.Owner + "/" + j.Repo }

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -200,9 +202,15 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 				t.Error(err)
 			}
 		})
+		// The newest file's number (numbers may skip: each engine has
+		// the migrations it needs).
+		want, err := strconv.Atoi(path.Base(files[len(files)-1])[:4])
+		if err != nil {
+			t.Fatal(err)
+		}
 		v, err := db.SchemaVersion(context.Background())
-		if err != nil || v != len(files) {
-			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, len(files))
+		if err != nil || v != want {
+			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, want)
 		}
 	}
 }

@@ -29,6 +29,7 @@ import (
 // the queue keeps the leases it handed out until the claim ends.
 type storeQueue struct {
 	db      *store.DB
+	store   string // the store's id (store.StoreID), named in every job's markers
 	log     *slog.Logger
 	metrics *serveMetrics
 	// finish, when set, completes the check run of a job that ends
@@ -65,20 +66,20 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
-	return review.Claim{Job: jobOf(j), Token: j.Lease.Gen}, true, nil
+	return review.Claim{Job: jobOf(j, q.store), Token: j.Lease.Gen}, true, nil
 }
 
 // jobOf converts a claimed store job. A repository name without an owner
 // cannot come from intake; it is kept whole so the GitHub client refuses
 // it with a clear error.
-func jobOf(j store.Job) review.Job {
+func jobOf(j store.Job, storeID string) review.Job {
 	owner, name, ok := strings.Cut(j.Repo, "/")
 	if !ok {
 		owner, name = j.Repo, ""
 	}
 	return review.Job{
 		ID: j.ID, InstallationID: j.InstallationID, Owner: owner, Repo: name,
-		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts, Rerun: j.Rerun,
+		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts, Rerun: j.Rerun, Store: storeID,
 	}
 }
 
@@ -378,11 +379,21 @@ type wakingInbox struct {
 	db      webhook.Inbox
 	wake    chan<- struct{}
 	metrics *serveMetrics
+	// store is this store's id: a re-run of another store's check run
+	// (a reset database, a move) re-runs its head, never this store's
+	// job of the same number.
+	store string
 }
 
 var _ webhook.Inbox = wakingInbox{}
 
 func (in wakingInbox) RecordDelivery(ctx context.Context, d validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
+	if r := d.Rerun; r != nil && r.Store != "" && r.Store != in.store {
+		head := *r
+		head.JobID, head.Store = 0, ""
+		head.Reason = fmt.Sprintf("re-run of head %s requested (a check run of another gilf store, %s)", r.HeadSHA, r.Store)
+		d.Rerun = &head
+	}
 	res, err := in.db.RecordDelivery(ctx, d, job)
 	switch {
 	case err != nil:

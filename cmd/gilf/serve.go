@@ -153,11 +153,16 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
 		}
 	}()
+	storeID, err := db.StoreID(ctx)
+	if err != nil {
+		return err
+	}
 	queue := newStoreQueue(db, log, metrics)
+	queue.store = storeID
 	queue.finish = githubPublisher{c: gc, posted: db}
 	wake := make(chan struct{}, 1)
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
-	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
+	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics, store: storeID}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
 	if err != nil {
