@@ -160,6 +160,12 @@ type ShadowReport struct {
 	Status   string
 	Summary  string
 	Data     any
+	// Pending is set while the lane still runs (Status ShadowRunning):
+	// the review and the check run never wait for it. It blocks until
+	// the lane ends — or its budget does, or ctx ends and stops it — and
+	// gives the final report, with the lane's priced cost span in Spans.
+	Pending func(ctx context.Context) *ShadowReport
+	Spans   []costs.Span
 }
 
 // Hooks are the optional stages after the run: evidence and costs. They

@@ -41,6 +41,12 @@ type storeQueue struct {
 	mu      sync.Mutex
 	leases  map[leaseKey]store.Lease
 	claimed map[leaseKey]time.Time // when this process claimed it
+
+	// Shadow lanes still running after their job completed: recorded
+	// when they end; Close stops them and waits.
+	shadows   sync.WaitGroup
+	stop      chan struct{}
+	closeOnce sync.Once
 }
 
 type leaseKey struct {
@@ -50,8 +56,44 @@ type leaseKey struct {
 var _ review.Queue = (*storeQueue)(nil)
 
 func newStoreQueue(db *store.DB, log *slog.Logger, m *serveMetrics) *storeQueue {
-	return &storeQueue{db: db, log: log, metrics: m, now: time.Now,
+	return &storeQueue{db: db, log: log, metrics: m, now: time.Now, stop: make(chan struct{}),
 		leases: make(map[leaseKey]store.Lease), claimed: make(map[leaseKey]time.Time)}
+}
+
+// Close stops the shadow lanes still running (each is recorded as
+// cancelled) and waits for their records. Call it after the workers
+// stopped.
+func (q *storeQueue) Close() {
+	q.closeOnce.Do(func() { close(q.stop) })
+	q.shadows.Wait()
+}
+
+// finishShadow records a shadow lane that outlived its job's run, when
+// it ends: its budget, its own end or Close stops it.
+func (q *storeQueue) finishShadow(jobID, runID int64, sh *review.ShadowReport) {
+	q.shadows.Go(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-q.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		final := sh.Pending(ctx)
+		if final == nil {
+			return
+		}
+		run := runRecord(review.Result{Shadow: final, Spans: final.Spans})
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := q.db.FinishShadow(sctx, jobID, runID, *run.Shadow, run.Spans); err != nil {
+			q.log.Error("shadow lane not recorded", "job_id", jobID, "run_id", runID, "err", err)
+			return
+		}
+		q.log.Info("shadow lane recorded", "job_id", jobID, "run_id", runID, "executor", final.Executor, "status", final.Status)
+	})
 }
 
 // Claim leases the next due job.
@@ -160,6 +202,9 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 		}
 		q.metrics.finished.WithLabelValues(result).Inc()
 		return fmt.Errorf("complete job %d: %w", c.Job.ID, err)
+	}
+	if res.Shadow != nil && res.Shadow.Pending != nil {
+		q.finishShadow(c.Job.ID, runID, res.Shadow)
 	}
 	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
@@ -321,6 +366,9 @@ func runRecord(res review.Result) store.RunRecord {
 			usd := *s.USD
 			sh.USD = &usd
 		}
+	}
+	if res.Shadow.Pending != nil {
+		sh.Err = "running: recorded when the lane ends"
 	}
 	if sh.Err == "" && res.Shadow.Status != string(executors.ShadowOK) {
 		sh.Err = res.Shadow.Summary

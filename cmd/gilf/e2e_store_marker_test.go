@@ -7,8 +7,22 @@ import (
 	"testing"
 
 	"github.com/gilf-review/gilf/internal/shared"
+	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
 )
+
+// utilDeprecateGitHub is a stand-in GitHub serving the opened payload's
+// pull request with the real util-deprecate repository as its head.
+func utilDeprecateGitHub(t *testing.T) (prPayload, appKey, *githubtest.Server) {
+	t.Helper()
+	payload := openedPayload(t)
+	tb, err := os.ReadFile(shared.Data(t, "repos", "util-deprecate.tar.gz"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	key := newAppKey(t)
+	return payload, key, fakeGitHub(t, key, payload, tb)
+}
 
 // TestServeFreshStoreStillPosts: a database reset (a fresh data dir
 // against the same GitHub) counts its jobs from 1 again. The older
@@ -17,14 +31,7 @@ import (
 // summary to show itself, gets a check run of its own, and leaves the
 // older check run as it was.
 func TestServeFreshStoreStillPosts(t *testing.T) {
-	payload := openedPayload(t)
-	tb, err := os.ReadFile(shared.Data(t, "repos", "util-deprecate.tar.gz"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	key := newAppKey(t)
-	srv := fakeGitHub(t, key, payload, tb)
-
+	payload, key, srv := utilDeprecateGitHub(t)
 	var ids []string
 	for i := range 2 {
 		dataDir := t.TempDir()

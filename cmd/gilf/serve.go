@@ -234,6 +234,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	g.Go(func() error {
 		defer close(workersDone)
 		err := worker.Run(gctx)
+		queue.Close() // shadow lanes still running are stopped and recorded
 		log.Info("workers stopped")
 		return err
 	})
