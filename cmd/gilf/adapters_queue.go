@@ -53,7 +53,10 @@ type leaseKey struct {
 	job, gen int64
 }
 
-var _ review.Queue = (*storeQueue)(nil)
+var (
+	_ review.Queue       = (*storeQueue)(nil)
+	_ review.StopChecker = (*storeQueue)(nil)
+)
 
 func newStoreQueue(db *store.DB, log *slog.Logger, m *serveMetrics) *storeQueue {
 	return &storeQueue{db: db, log: log, metrics: m, now: time.Now, stop: make(chan struct{}),
@@ -250,6 +253,16 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 }
 
 var _ review.Abandoner = (*storeQueue)(nil)
+
+// Stopped reads whether a held job was superseded, cancelled or taken
+// over since it was claimed: one read of its row.
+func (q *storeQueue) Stopped(ctx context.Context, c review.Claim) (bool, error) {
+	st, err := q.db.JobState(ctx, c.Job.ID)
+	if err != nil {
+		return false, err
+	}
+	return st.State != store.StateRunning || st.LeaseGen != c.Token, nil
+}
 
 // Abandoned completes the check run of a job whose lease was lost because
 // it was superseded or cancelled; a job another worker took over, or one
