@@ -36,22 +36,24 @@ const (
 )
 
 // ParsePrivateKey reads a GitHub App private key (PKCS#1 "RSA PRIVATE KEY"
-// as GitHub issues them, or PKCS#8).
+// as GitHub issues them, or PKCS#8). Its errors say what is wrong with the
+// bytes, never quote them, and leave naming where they came from to the
+// caller.
 func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode(pemBytes)
 	if block == nil {
-		return nil, errors.New("github app private key: no PEM block")
+		return nil, errors.New("no PEM block (want the whole .pem file GitHub generated for the App: an RSA PRIVATE KEY block)")
 	}
 	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
 		return k, nil
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("github app private key: %w", err)
+		return nil, fmt.Errorf("a %q PEM block that is not an RSA private key: %w", block.Type, err)
 	}
 	rk, ok := k.(*rsa.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("github app private key: %T is not RSA", k)
+		return nil, fmt.Errorf("a %T, not an RSA key", k)
 	}
 	return rk, nil
 }
