@@ -49,7 +49,7 @@ const serveUsage = `usage: gilf serve
 Run the webhook intake (POST /webhook), the review workers, /healthz,
 /readyz and /metrics until SIGTERM or SIGINT (then /readyz answers 503 and
 intake refuses deliveries while running jobs finish). Every setting comes
-from the GILF_* environment (see README, "Running gilf serve"); there are
+from the GILF_* environment (see docs/configuration.md); there are
 no flags.
 
 exit codes: 0 stopped by a signal after a clean shutdown; 2 configuration
