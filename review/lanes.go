@@ -42,6 +42,20 @@ func (l ShadowLanes) Run(ctx context.Context, primary executors.Executor, req ex
 // ShadowRunning is a ShadowReport's Status while Pending.
 const ShadowRunning = "running"
 
+// Stop stops a lane still running whose result will not be recorded (its
+// job failed, was abandoned, or its run could not be stored) and waits
+// for it to return (at most the shadow's stop grace). A nil report, or
+// one not pending, is left alone.
+func (r *ShadowReport) Stop() {
+	if r == nil || r.Pending == nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	r.Pending(ctx)
+	r.Pending = nil
+}
+
 func shadowReport(tel executors.Telemetry) *ShadowReport {
 	if tel.Status == executors.ShadowNotConfigured {
 		return nil

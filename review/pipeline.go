@@ -264,6 +264,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	v, err := p.validate(ctx, j, pr, base)
 	if err != nil {
+		v.shadow.Stop() // nothing of this attempt is recorded
 		return Result{}, err
 	}
 	res := Result{Record: v.rec, Shadow: v.shadow}

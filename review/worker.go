@@ -216,6 +216,9 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 	// result that was produced must still be recorded.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer scancel()
+	if err != nil || lost != nil && !errors.Is(lost, context.Canceled) {
+		res.Shadow.Stop() // the run is not recorded, so neither is its shadow
+	}
 	switch {
 	case lost != nil && !errors.Is(lost, context.Canceled):
 		log.Warn("job abandoned", "err", lost)

@@ -199,6 +199,7 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	}
 	runID, err := q.db.Finish(ctx, l, runRecord(res))
 	if err != nil {
+		res.Shadow.Stop() // its run is not recorded
 		result := "store_error"
 		if errors.Is(err, store.ErrLeaseLost) {
 			result = "lease_lost"
