@@ -38,7 +38,7 @@ func TestShadowLanesNeverHoldThePrimary(t *testing.T) {
 		}
 	})
 	t.Run("shadow that ends", func(t *testing.T) {
-		_, _, sh := lanes(10 * time.Millisecond).Run(t.Context(), primary, req)
+		_, _, sh := lanes(10*time.Millisecond).Run(t.Context(), primary, req)
 		if sh == nil || sh.Pending == nil {
 			t.Fatalf("shadow report %+v, want Pending", sh)
 		}
