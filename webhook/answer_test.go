@@ -38,3 +38,19 @@ func TestReopenedForADoneJobSaysSo(t *testing.T) {
 		t.Errorf("job is %s, want still done", st.State)
 	}
 }
+
+// TestRerunOfAStoreNamedCheckRun: a check run whose external_id names a
+// store and a job (validation.MarkerID) re-runs that job; the store is
+// handed on with the re-run for the inbox to check.
+func TestRerunOfAStoreNamedCheckRun(t *testing.T) {
+	e := newEnv(t, webhook.Config{AppID: gilfApp}, store.Options{})
+	job := e.openJob(t, 2, validation.OutcomePassed)
+	a := e.send(t, "check_run", e.nextID(), checkRun("rerequested", gilfApp, validation.MarkerID("0123456789abcdef", job, 0))(t), nil)
+	if a.code != http.StatusAccepted || a.body.Status != "queued" || a.body.Job != job || a.body.Rerun != 1 {
+		t.Fatalf("re-run of a store-named check run: %d %+v", a.code, a.body)
+	}
+	bad := e.send(t, "check_run", e.nextID(), checkRun("rerequested", gilfApp, "0123456789ABCDEF-1")(t), nil)
+	if bad.body.Status != "ignored" || !strings.Contains(bad.body.Reason, "names no gilf job") {
+		t.Errorf("a malformed store id: %d %+v, want ignored", bad.code, bad.body)
+	}
+}
