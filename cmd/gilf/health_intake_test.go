@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bytes"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -58,26 +57,18 @@ func TestReadinessAndIntakeAgree(t *testing.T) {
 // free bytes free (but is not full).
 func fillBelow(t *testing.T, path, dir string, free int64) {
 	t.Helper()
-	f, err := os.Create(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	chunk := bytes.Repeat([]byte("x"), 64<<10)
-	for {
-		left, err := freeBytes(dir)
+	left := func() int64 {
+		n, err := freeBytes(dir)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if left < free {
-			if left < int64(len(chunk)) {
-				t.Fatalf("%d bytes left: full, not below the floor", left)
-			}
-			return
-		}
-		if _, err := f.Write(chunk); err != nil {
-			t.Fatalf("fill %s: %v", path, err)
-		}
+		return n
+	}
+	if err := writeChunks(path, func() bool { return left() < free }); err != nil {
+		t.Fatalf("fill %s below %d bytes free: %v", path, free, err)
+	}
+	if n := left(); n < fillChunk {
+		t.Fatalf("%d bytes left: full, not below the floor", n)
 	}
 }
 
