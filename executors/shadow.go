@@ -244,13 +244,17 @@ func (s *Shadow) Start(ctx context.Context, primary string, req Request) *Shadow
 	return r
 }
 
-// Wait is called once the primary's result is chosen. It waits for the
-// shadow for what remains of its budget (measured from Start), cancels
-// it, and returns the telemetry comparing it with primary. A shadow that
-// does not return within the stop grace after its cancel is reported as
-// a timeout and left to finish on its own. ctx ending stops the shadow
-// early (ShadowCancelled). Call Wait once, from the goroutine that called
-// Start.
+// Started reports whether a shadow executor was started (Wait may then
+// block); a lane not configured or withheld has its telemetry at once.
+func (r *ShadowRun) Started() bool { return r.done != nil }
+
+// Wait is called once the primary's result is chosen, from any goroutine
+// (the primary's result need not wait for it). It waits for the shadow for
+// what remains of its budget (measured from Start), cancels it, and
+// returns the telemetry comparing it with primary. A shadow that does not
+// return within the stop grace after its cancel is reported as a timeout
+// and left to finish on its own. ctx ending stops the shadow early
+// (ShadowCancelled). Call Wait once.
 func (r *ShadowRun) Wait(ctx context.Context, primary Result) Telemetry {
 	tel := r.tel
 	tel.PrimaryWall = wall(primary.Started, primary.Finished)

@@ -118,17 +118,19 @@ func ParseRepoConfig(b []byte) FetchedConfig {
 	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
 		return bad(ConfigError{Line: extra.Line, Problem: "the file holds more than one YAML document"})
 	}
-	if errs := checkSchema(&doc, reflect.TypeFor[RepoConfig]()); len(errs) > 0 {
-		return bad(errs...)
-	}
+	// Every problem at once: the schema's (unknown keys, wrong kinds),
+	// then the values' of what decoded, but never twice for one key.
+	errs := checkSchema(&doc, reflect.TypeFor[RepoConfig]())
 	var c RepoConfig
 	if doc.Kind != 0 {
-		if err := doc.Decode(&c); err != nil {
+		if err := doc.Decode(&c); err != nil && len(errs) == 0 {
 			return bad(yamlError(err))
 		}
 	}
-	var errs []ConfigError
-	if err := c.Execution.validate(); err != nil {
+	flagged := func(key string) bool {
+		return slices.ContainsFunc(errs, func(e ConfigError) bool { return e.Key == key || strings.HasPrefix(e.Key, key+".") })
+	}
+	if err := c.Execution.validate(); err != nil && !flagged("execution.mode") {
 		errs = append(errs, ConfigError{Line: lineOf(&doc, "execution.mode"), Key: "execution.mode", Problem: err.Error(), Allowed: "auto, always, never"})
 	}
 	if len(c.Validation.Env) > MaxRepoEnvEntries {
@@ -136,11 +138,12 @@ func ParseRepoConfig(b []byte) FetchedConfig {
 			Problem: fmt.Sprintf("%d variables, over the limit of %d", len(c.Validation.Env), MaxRepoEnvEntries)})
 	}
 	for _, k := range slices.Sorted(maps.Keys(c.Validation.Env)) {
-		if why := validation.CheckStepEnv(k, c.Validation.Env[k], MaxRepoEnvValueBytes); why != "" {
+		if why := validation.CheckStepEnv(k, c.Validation.Env[k], MaxRepoEnvValueBytes); why != "" && !flagged("validation.env."+k) {
 			errs = append(errs, ConfigError{Line: lineOf(&doc, "validation.env."+k), Key: "validation.env." + k, Problem: why,
 				Allowed: "non-secret variables for the steps, such as FORCE_COLOR or NODE_OPTIONS"})
 		}
 	}
+	slices.SortStableFunc(errs, func(a, b ConfigError) int { return a.Line - b.Line })
 	if len(errs) > 0 {
 		return bad(errs...)
 	}

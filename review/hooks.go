@@ -54,22 +54,41 @@ func (s *Stages) price(res *Result, opts *RenderOptions) {
 			Started: rec.Started, Finished: rec.Finished, VCPU: rec.VCPU, MemoryGiB: rec.MemoryGiB,
 		}))
 	}
-	if res.Shadow == nil {
-		return
+	if span, ok := shadowSpan(res.Shadow); ok {
+		addSpan(res, opts, s.Cards.Estimate(span))
 	}
-	tel, ok := res.Shadow.Data.(executors.Telemetry)
+	if sh := res.Shadow; sh != nil && sh.Pending != nil {
+		// The lane ends after this review: its span is priced then, for
+		// the run's record, and is not in the review's cost table.
+		pending := sh.Pending
+		sh.Pending = func(ctx context.Context) *ShadowReport {
+			final := pending(ctx)
+			if span, ok := shadowSpan(final); ok {
+				final.Spans = append(final.Spans, s.Cards.Estimate(span))
+			}
+			return final
+		}
+	}
+}
+
+// shadowSpan is the cost span of a shadow lane that ran.
+func shadowSpan(sh *ShadowReport) (costs.Span, bool) {
+	if sh == nil {
+		return costs.Span{}, false
+	}
+	tel, ok := sh.Data.(executors.Telemetry)
 	if !ok || tel.ShadowStarted.IsZero() {
-		return
+		return costs.Span{}, false
 	}
 	finished := tel.ShadowFinished
 	if finished.IsZero() {
 		finished = tel.ShadowStarted.Add(tel.ShadowWall)
 	}
-	addSpan(res, opts, s.Cards.Estimate(costs.Span{
+	return costs.Span{
 		Lane: costs.LaneShadow, Executor: tel.Shadow,
 		Started: tel.ShadowStarted, Finished: finished,
 		VCPU: tel.ShadowResources.VCPU, MemoryGiB: tel.ShadowResources.MemoryGiB,
-	}))
+	}, true
 }
 
 // SemanticPricer is a Hooks that also prices the semantic review's model

@@ -35,17 +35,17 @@ type Job struct {
 	// FullReview: the semantic review reads the whole pull request, not
 	// the changes since the last reviewed head (the review command).
 	FullReview bool
+	// Store is the id of the store that holds the job (store.StoreID);
+	// "" publishes under the bare job id, as before stores were named.
+	Store string
 }
 
 // PublicationID is what identifies this run of the job on GitHub: the
 // check run's external_id and the hidden marker in the summary. A re-run
-// gets a new one, so what an earlier run posted is not taken as its own.
-func (j Job) PublicationID() string {
-	if j.Rerun == 0 {
-		return fmt.Sprint(j.ID)
-	}
-	return fmt.Sprintf("%d.%d", j.ID, j.Rerun)
-}
+// gets a new one, so what an earlier run posted is not taken as its own;
+// it names the store too (validation.MarkerID), so neither is another
+// store's post.
+func (j Job) PublicationID() string { return validation.MarkerID(j.Store, j.ID, j.Rerun) }
 
 // FullName is owner/repo.
 func (j Job) FullName() string { return j.Owner + "/" + j.Repo }
@@ -166,6 +166,12 @@ type ShadowReport struct {
 	Status   string
 	Summary  string
 	Data     any
+	// Pending is set while the lane still runs (Status ShadowRunning):
+	// the review and the check run never wait for it. It blocks until
+	// the lane ends — or its budget does, or ctx ends and stops it — and
+	// gives the final report, with the lane's priced cost span in Spans.
+	Pending func(ctx context.Context) *ShadowReport
+	Spans   []costs.Span
 }
 
 // Hooks are the optional stages after the run: evidence and costs. They
@@ -269,6 +275,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	v, err := p.validate(ctx, j, pr, base)
 	if err != nil {
+		v.shadow.Stop() // nothing of this attempt is recorded
 		return Result{}, err
 	}
 	res := Result{Record: v.rec, Shadow: v.shadow}

@@ -43,6 +43,18 @@ type Abandoner interface {
 	Abandoned(ctx context.Context, c Claim)
 }
 
+// StopChecker is a Queue that can say, cheaply, whether a held job was
+// stopped — superseded by a newer head, cancelled by an operator or a
+// closed pull request — so its running validation is stopped within
+// StopCheck rather than at the next heartbeat.
+type StopChecker interface {
+	Stopped(ctx context.Context, c Claim) (bool, error)
+}
+
+// ErrJobStopped ends a job's context when its job was superseded or
+// cancelled while it ran.
+var ErrJobStopped = errors.New("job superseded or cancelled while it ran")
+
 // Runner runs one job; *Pipeline is the real one.
 type Runner interface {
 	Run(ctx context.Context, j Job) (Result, error)
@@ -55,6 +67,10 @@ const (
 	// DefaultDrain is how long shutdown lets running jobs finish before
 	// cancelling them and releasing their leases.
 	DefaultDrain = 30 * time.Second
+	// DefaultStopCheck is how often a running job's state is read to
+	// stop it once superseded or cancelled (a StopChecker queue): one
+	// read of one row per running job.
+	DefaultStopCheck = 2 * time.Second
 )
 
 // Worker claims jobs and runs them, Concurrency at a time.
@@ -66,7 +82,10 @@ type Worker struct {
 	Lease        time.Duration
 	PollInterval time.Duration
 	Drain        time.Duration
-	Logger       *slog.Logger
+	// StopCheck is how often a running job is checked for a stop
+	// (DefaultStopCheck when zero).
+	StopCheck time.Duration
+	Logger    *slog.Logger
 	// Wake, when set, is signalled by intake after a job was committed so
 	// an idle worker claims it at once instead of at the next poll.
 	Wake <-chan struct{}
@@ -150,11 +169,28 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 		defer close(hbDone)
 		t := time.NewTicker(w.lease() / 3)
 		defer t.Stop()
+		var stopC <-chan time.Time
+		stopper, canStop := w.Queue.(StopChecker)
+		if canStop {
+			st := time.NewTicker(orDefault(w.StopCheck, DefaultStopCheck))
+			defer st.Stop()
+			stopC = st.C
+		}
 		renewed := time.Now()
 		for {
 			select {
 			case <-ctx.Done():
 				return
+			case <-stopC:
+				stopped, err := stopper.Stopped(ctx, c)
+				if err != nil {
+					log.Warn("job state not read; the heartbeat will tell", "err", err)
+				}
+				if stopped {
+					log.Info("job superseded or cancelled; stopping its validation")
+					cancel(ErrJobStopped)
+					return
+				}
 			case <-t.C:
 				err := w.Queue.Heartbeat(ctx, c, w.lease())
 				switch {
@@ -180,6 +216,9 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 	// result that was produced must still be recorded.
 	sctx, scancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer scancel()
+	if err != nil || lost != nil && !errors.Is(lost, context.Canceled) {
+		res.Shadow.Stop() // the run is not recorded, so neither is its shadow
+	}
 	switch {
 	case lost != nil && !errors.Is(lost, context.Canceled):
 		log.Warn("job abandoned", "err", lost)

@@ -168,31 +168,19 @@ func insertRun(ctx context.Context, tx *sql.Tx, l Lease, run RunRecord) (int64, 
 		}
 	}
 	for i, s := range run.Spans {
-		if _, err := tx.ExecContext(ctx, `INSERT INTO cost_spans (job_id, run_id, lane, executor, started_at,
-				finished_at, vcpu, memory_gib, input_tokens, output_tokens, usd, method) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
-			l.JobID, runID, string(s.Lane), s.Executor, ms(s.Started), ms(s.Finished), s.VCPU, s.MemoryGiB,
-			s.InputTokens, s.OutputTokens, s.USD, s.Method); err != nil {
+		if err := insertSpan(ctx, tx, l.JobID, runID, s); err != nil {
 			return 0, fmt.Errorf("insert cost span %d: %w", i, err)
 		}
 	}
 	if sh := run.Shadow; sh != nil {
-		agreed := 0
-		for _, s := range sh.Steps {
-			if s.Agree {
-				agreed++
-			}
-		}
-		detail, err := json.Marshal(struct {
-			Steps  []StepAgreement    `json:"steps"`
-			Record *validation.Record `json:"record,omitempty"`
-		}{sh.Steps, sh.Record})
+		agreed, detail, err := shadowRow(*sh)
 		if err != nil {
-			return 0, fmt.Errorf("encode shadow telemetry: %w", err)
+			return 0, err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO shadow_telemetry (run_id, executor, outcome, error, steps_agreed,
 				steps_total, wall_ms, usd, detail) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 			runID, sh.Executor, string(sh.Outcome), sh.Err, agreed, len(sh.Steps), sh.Wall.Milliseconds(), sh.USD,
-			string(detail)); err != nil {
+			detail); err != nil {
 			return 0, fmt.Errorf("insert shadow telemetry: %w", err)
 		}
 	}

@@ -359,8 +359,12 @@ type Rerun struct {
 	Repo           string
 	InstallationID int64
 	JobID          int64 // 0: every pull request's job at HeadSHA
-	HeadSHA        string
-	Reason         string
+	// Store is the store the check run's external_id names (MarkerID), ""
+	// when it names none: a job of another store is not this store's job
+	// of the same number.
+	Store   string
+	HeadSHA string
+	Reason  string
 }
 
 // maxPublicationIDLen bounds a publication id: an int64, a dot and an
@@ -376,6 +380,53 @@ func PublicationID(jobID int64, rerun int) string {
 		return id
 	}
 	return id + "." + strconv.Itoa(rerun)
+}
+
+// storeIDLen is the length of a store's id (store.StoreID): 16
+// lower-case hex digits.
+const storeIDLen = 16
+
+// MarkerID is what names one run of a job on GitHub when the store is
+// known: "<store id>-<PublicationID>". It is the check run's external_id
+// and the job marker of gilf's reviews, so a post of another store (a
+// reset database counting from job 1 again, a move to another engine) is
+// never taken for this store's. An empty store gives the bare
+// PublicationID (what gilf wrote before stores were named).
+func MarkerID(store string, jobID int64, rerun int) string {
+	if store == "" {
+		return PublicationID(jobID, rerun)
+	}
+	return store + "-" + PublicationID(jobID, rerun)
+}
+
+// ParseMarkerID reads a MarkerID back, or a bare PublicationID (store
+// ""). It is as strict as ParsePublicationID; a store is exactly 16
+// lower-case hex digits.
+func ParseMarkerID(s string) (store string, jobID int64, rerun int, ok bool) {
+	if st, rest, found := strings.Cut(s, "-"); found {
+		if !isStoreID(st) {
+			return "", 0, 0, false
+		}
+		jobID, rerun, ok = ParsePublicationID(rest)
+		if !ok {
+			return "", 0, 0, false
+		}
+		return st, jobID, rerun, true
+	}
+	jobID, rerun, ok = ParsePublicationID(s)
+	return "", jobID, rerun, ok
+}
+
+func isStoreID(s string) bool {
+	if len(s) != storeIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if (s[i] < '0' || s[i] > '9') && (s[i] < 'a' || s[i] > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // ParsePublicationID reads a PublicationID back. It is strict: decimal

@@ -257,6 +257,13 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	case dec.status == validation.DeliveryInvalid:
 		return reply{}, fmt.Errorf("%w: delivery recorded as invalid: %s", ErrBadPayload, dec.reason)
 	case dec.job != nil:
+		if !res.JobCreated && res.JobID != 0 && res.JobState != "queued" && res.JobState != "running" {
+			// Attached to the head's job, which stays as it ended: say so
+			// rather than "queued" with nothing queued.
+			rep.Body.Status = "recorded"
+			rep.Body.Reason = fmt.Sprintf("the head's job %d is already %s, so nothing was queued (GitHub's Re-run button on its check run runs it again)",
+				res.JobID, res.JobState)
+		}
 		h.log.Info("webhook job", "delivery_id", id, "event", event, "action", del.Action,
 			"installation_id", del.InstallationID, "repo", dec.job.Repo, "pr", dec.job.PR, "head_sha", dec.job.HeadSHA,
 			"job_id", res.JobID, "job_created", res.JobCreated, "job_state", res.JobState, "superseded", res.Superseded,

@@ -8,7 +8,7 @@ import (
 
 // classifyRerun is the action table of check_run and check_suite. Only a
 // rerequest (GitHub's Re-run button) of gilf's own App is acted on: a
-// check run's external_id names the job (validation.PublicationID), a
+// check run's external_id names the job (validation.MarkerID), a
 // check suite names its head, whose jobs all run again. Another App's, or
 // any when gilf's App id is not configured, is recorded and ignored; every
 // other action (created, completed, requested_action…) is ignored.
@@ -36,12 +36,12 @@ func classifyRerun(event string, p payload, appID int64) decision {
 	}
 	var reason string
 	if event == "check_run" {
-		job, _, ok := validation.ParsePublicationID(c.ExternalID)
+		st, job, _, ok := validation.ParseMarkerID(c.ExternalID)
 		if !ok {
 			return decision{status: validation.DeliveryIgnored, code: 202,
 				reason: "check run rerequested, but its external_id " + quoteAction(c.ExternalID) + " names no gilf job"}
 		}
-		r.JobID = job
+		r.JobID, r.Store = job, st
 		reason = fmt.Sprintf("re-run of job %d requested (check run %d)", job, c.ID)
 	} else {
 		reason = fmt.Sprintf("re-run of head %s requested (check suite %d)", c.HeadSHA, c.ID)

@@ -29,6 +29,7 @@ import (
 // the queue keeps the leases it handed out until the claim ends.
 type storeQueue struct {
 	db      *store.DB
+	store   string // the store's id (store.StoreID), named in every job's markers
 	log     *slog.Logger
 	metrics *serveMetrics
 	// finish, when set, completes the check run of a job that ends
@@ -40,17 +41,62 @@ type storeQueue struct {
 	mu      sync.Mutex
 	leases  map[leaseKey]store.Lease
 	claimed map[leaseKey]time.Time // when this process claimed it
+
+	// Shadow lanes still running after their job completed: recorded
+	// when they end; Close stops them and waits.
+	shadows   sync.WaitGroup
+	stop      chan struct{}
+	closeOnce sync.Once
 }
 
 type leaseKey struct {
 	job, gen int64
 }
 
-var _ review.Queue = (*storeQueue)(nil)
+var (
+	_ review.Queue       = (*storeQueue)(nil)
+	_ review.StopChecker = (*storeQueue)(nil)
+)
 
 func newStoreQueue(db *store.DB, log *slog.Logger, m *serveMetrics) *storeQueue {
-	return &storeQueue{db: db, log: log, metrics: m, now: time.Now,
+	return &storeQueue{db: db, log: log, metrics: m, now: time.Now, stop: make(chan struct{}),
 		leases: make(map[leaseKey]store.Lease), claimed: make(map[leaseKey]time.Time)}
+}
+
+// Close stops the shadow lanes still running (each is recorded as
+// cancelled) and waits for their records. Call it after the workers
+// stopped.
+func (q *storeQueue) Close() {
+	q.closeOnce.Do(func() { close(q.stop) })
+	q.shadows.Wait()
+}
+
+// finishShadow records a shadow lane that outlived its job's run, when
+// it ends: its budget, its own end or Close stops it.
+func (q *storeQueue) finishShadow(jobID, runID int64, sh *review.ShadowReport) {
+	q.shadows.Go(func() {
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		go func() {
+			select {
+			case <-q.stop:
+				cancel()
+			case <-ctx.Done():
+			}
+		}()
+		final := sh.Pending(ctx)
+		if final == nil {
+			return
+		}
+		run := runRecord(review.Result{Shadow: final, Spans: final.Spans})
+		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer scancel()
+		if err := q.db.FinishShadow(sctx, jobID, runID, *run.Shadow, run.Spans); err != nil {
+			q.log.Error("shadow lane not recorded", "job_id", jobID, "run_id", runID, "err", err)
+			return
+		}
+		q.log.Info("shadow lane recorded", "job_id", jobID, "run_id", runID, "executor", final.Executor, "status", final.Status)
+	})
 }
 
 // Claim leases the next due job.
@@ -65,7 +111,7 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
-	rj := jobOf(j)
+	rj := jobOf(j, q.store)
 	if j.Rerun > 0 {
 		// A re-run carries why it was asked in the job's reason: the
 		// review command asks for the whole pull request's review.
@@ -81,14 +127,14 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 // jobOf converts a claimed store job. A repository name without an owner
 // cannot come from intake; it is kept whole so the GitHub client refuses
 // it with a clear error.
-func jobOf(j store.Job) review.Job {
+func jobOf(j store.Job, storeID string) review.Job {
 	owner, name, ok := strings.Cut(j.Repo, "/")
 	if !ok {
 		owner, name = j.Repo, ""
 	}
 	return review.Job{
 		ID: j.ID, InstallationID: j.InstallationID, Owner: owner, Repo: name,
-		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts, Rerun: j.Rerun,
+		Number: j.PR, HeadSHA: j.HeadSHA, Attempt: j.Attempts, Rerun: j.Rerun, Store: storeID,
 	}
 }
 
@@ -163,12 +209,16 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	}
 	runID, err := q.db.Finish(ctx, l, runRecord(res))
 	if err != nil {
+		res.Shadow.Stop() // its run is not recorded
 		result := "store_error"
 		if errors.Is(err, store.ErrLeaseLost) {
 			result = "lease_lost"
 		}
 		q.metrics.finished.WithLabelValues(result).Inc()
 		return fmt.Errorf("complete job %d: %w", c.Job.ID, err)
+	}
+	if res.Shadow != nil && res.Shadow.Pending != nil {
+		q.finishShadow(c.Job.ID, runID, res.Shadow)
 	}
 	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
@@ -214,6 +264,16 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 }
 
 var _ review.Abandoner = (*storeQueue)(nil)
+
+// Stopped reads whether a held job was superseded, cancelled or taken
+// over since it was claimed: one read of its row.
+func (q *storeQueue) Stopped(ctx context.Context, c review.Claim) (bool, error) {
+	st, err := q.db.JobState(ctx, c.Job.ID)
+	if err != nil {
+		return false, err
+	}
+	return st.State != store.StateRunning || st.LeaseGen != c.Token, nil
+}
 
 // Abandoned completes the check run of a job whose lease was lost because
 // it was superseded or cancelled; a job another worker took over, or one
@@ -331,6 +391,9 @@ func runRecord(res review.Result) store.RunRecord {
 			sh.USD = &usd
 		}
 	}
+	if res.Shadow.Pending != nil {
+		sh.Err = "running: recorded when the lane ends"
+	}
 	if sh.Err == "" && res.Shadow.Status != string(executors.ShadowOK) {
 		sh.Err = res.Shadow.Summary
 	}
@@ -388,11 +451,21 @@ type wakingInbox struct {
 	db      webhook.Inbox
 	wake    chan<- struct{}
 	metrics *serveMetrics
+	// store is this store's id: a re-run of another store's check run
+	// (a reset database, a move) re-runs its head, never this store's
+	// job of the same number.
+	store string
 }
 
 var _ webhook.Inbox = wakingInbox{}
 
 func (in wakingInbox) RecordDelivery(ctx context.Context, d validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
+	if r := d.Rerun; r != nil && r.Store != "" && r.Store != in.store {
+		head := *r
+		head.JobID, head.Store = 0, ""
+		head.Reason = fmt.Sprintf("re-run of head %s requested (a check run of another gilf store, %s)", r.HeadSHA, r.Store)
+		d.Rerun = &head
+	}
 	res, err := in.db.RecordDelivery(ctx, d, job)
 	switch {
 	case err != nil:

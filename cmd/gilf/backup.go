@@ -9,7 +9,7 @@ import (
 
 // runBackup is `gilf backup DEST`: a consistent copy of the store —
 // DEST/gilf.db and DEST/gilf.db.bodies — taken while `gilf serve` runs
-// (store.Backup says why it is consistent). README says how to restore.
+// (store.Backup says why it is consistent). docs/operating.md says how to restore.
 func runBackup(ctx context.Context, env Env, args []string) int {
 	if len(args) != 1 || args[0] == "" || args[0] == "-h" || args[0] == "--help" {
 		fmt.Fprintln(env.Stderr, "usage: gilf backup DEST (a directory, made when missing, holding no earlier backup)")

@@ -13,7 +13,7 @@ import (
 	"github.com/gilf-review/gilf/store"
 )
 
-// DashboardConfig is the dashboard's setting (README "Dashboard").
+// DashboardConfig is the dashboard's setting (docs/configuration.md, docs/operating.md "Dashboard").
 type DashboardConfig struct {
 	// Token is GILF_DASHBOARD_TOKEN: unset, /dashboard and /api/v1/ are
 	// not served (404); set, it is the bearer token and the login

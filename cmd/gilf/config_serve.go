@@ -409,8 +409,12 @@ func (s ServeConfig) App(readFile func(string) ([]byte, error)) (AppCredentials,
 	if a.KeyPEM != "" {
 		k, err := github.ParsePrivateKey([]byte(a.KeyPEM))
 		if err != nil {
-			// The parse error never quotes the key.
-			errs = append(errs, fmt.Errorf("GitHub App private key: %w", err))
+			// The parse error never quotes the key; the source is named.
+			from := "GILF_GITHUB_PRIVATE_KEY"
+			if g.PrivateKeyPath != "" {
+				from = fmt.Sprintf("GILF_GITHUB_PRIVATE_KEY_PATH=%q", g.PrivateKeyPath)
+			}
+			errs = append(errs, fmt.Errorf("%s: not a GitHub App private key: %w", from, err))
 		}
 		a.PrivateKey = k
 	}

@@ -215,7 +215,8 @@ func TestServeConfigApp(t *testing.T) {
 		{"key file at the size limit", with("GILF_GITHUB_PRIVATE_KEY_PATH", atLimit), nil},
 		{"key file over the size limit", with("GILF_GITHUB_PRIVATE_KEY_PATH", overLimit), []string{"over the 65536-byte limit"}},
 		{"key file missing", with("GILF_GITHUB_PRIVATE_KEY_PATH", filepath.Join(dir, "nope.pem")), []string{"GILF_GITHUB_PRIVATE_KEY_PATH", "no such file"}},
-		{"key not PEM", with("GILF_GITHUB_PRIVATE_KEY_PATH", notPEM), []string{"no PEM block"}},
+		{"key not PEM", with("GILF_GITHUB_PRIVATE_KEY_PATH", notPEM), []string{`GILF_GITHUB_PRIVATE_KEY_PATH="` + notPEM + `": not a GitHub App private key: no PEM block`}},
+		{"key in the environment not PEM", with("GILF_GITHUB_PRIVATE_KEY", "garbage"), []string{"GILF_GITHUB_PRIVATE_KEY: not a GitHub App private key: no PEM block"}},
 		{"nothing set", map[string]string{}, []string{"GILF_GITHUB_APP_ID is required", "GILF_WEBHOOK_SECRET is required",
 			"GILF_GITHUB_PRIVATE_KEY or GILF_GITHUB_PRIVATE_KEY_PATH is required"}},
 	}

@@ -102,7 +102,15 @@ func checkDefaultExecutor(v ValidationConfig, sc ServeConfig) error {
 	names := configuredExecutors(v, sc)
 	c := v.Selection().Resolve()
 	if len(names) == 0 {
-		return fmt.Errorf("no executor is configured, so every pull request would be refused: set GILF_ALLOW_LOCAL_VALIDATION=1, GILF_SELF_HOST_COMMAND, GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR, E2B_API_KEY, or GILF_CF_SANDBOX_ENABLED=1 with its URL and token")
+		var all []string
+		for _, n := range executorOrder {
+			all = append(all, executorSettings[n])
+		}
+		msg := "no executor is configured, so every pull request would be refused: set " + strings.Join(all[:len(all)-1], ", ") + ", or " + all[len(all)-1]
+		if how, ok := executorSettings[c.Name]; ok && c.Requested != "" {
+			msg = fmt.Sprintf("%s=%q chooses %s, which is not configured: set %s (%s)", c.Source, c.Requested, c.Name, how, msg)
+		}
+		return errors.New(msg)
 	}
 	configured := strings.Join(names, ", ")
 	switch {
@@ -111,10 +119,23 @@ func checkDefaultExecutor(v ValidationConfig, sc ServeConfig) error {
 	case !slices.Contains(names, c.Name) && c.Name == executors.NameLocal:
 		return fmt.Errorf("the default executor local (chosen by %s) runs only with GILF_ALLOW_LOCAL_VALIDATION=1; configured here: %s", c.Source, configured)
 	case !slices.Contains(names, c.Name):
-		return fmt.Errorf("the default executor %s (chosen by %s) is not configured, so every pull request without its own validation.provider would be refused: set GILF_VALIDATION_EXECUTOR or GILF_VALIDATION_PROVIDER to one configured here (%s), or configure %s", c.Name, c.Source, configured, c.Name)
+		return fmt.Errorf("the default executor %s (chosen by %s) is not configured, so every pull request without its own validation.provider would be refused: set GILF_VALIDATION_EXECUTOR or GILF_VALIDATION_PROVIDER to one configured here (%s), or configure %s: set %s", c.Name, c.Source, configured, c.Name, executorSettings[c.Name])
 	}
 	return nil
 }
+
+// executorSettings says, per executor, what configures it;
+// executorOrder is configuredExecutors' order.
+var (
+	executorOrder    = []string{executors.NameLocal, executors.NameSelfHost, executors.NameManagedCrabbox, executors.NameManagedE2B, executors.NameManagedCFSandbox}
+	executorSettings = map[string]string{
+		executors.NameLocal:            "GILF_ALLOW_LOCAL_VALIDATION=1",
+		executors.NameSelfHost:         "GILF_SELF_HOST_COMMAND",
+		executors.NameManagedCrabbox:   "GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR",
+		executors.NameManagedE2B:       "E2B_API_KEY",
+		executors.NameManagedCFSandbox: "GILF_CF_SANDBOX_ENABLED=1 with its URL and token",
+	}
+)
 
 // checkProgram reports a program that is not an executable regular
 // file: a path (relative to the working directory) when it holds a

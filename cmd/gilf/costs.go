@@ -12,11 +12,24 @@ import (
 	"github.com/gilf-review/gilf/store"
 )
 
+const costsUsage = `usage: gilf costs [--since D] [--json]
+
+Estimated validation spend from the store in GILF_DATA_DIR (or
+GILF_DATABASE_URL), by UTC day and executor: wall-clock seconds priced by
+the executors' rate cards. Estimates, not bills; a run without a rate card
+or its inputs has an unknown cost, never zero.
+
+`
+
 // runCosts is `gilf costs [--since D] [--json]`: estimated spend by
 // executor and UTC day from the store, the data a cost dashboard reads.
 func runCosts(ctx context.Context, env Env, args []string) int {
 	fs := flag.NewFlagSet("costs", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
+	fs.Usage = func() {
+		fmt.Fprint(env.Stderr, costsUsage)
+		fs.PrintDefaults()
+	}
 	since := fs.String("since", "", "first UTC day to include, YYYY-MM-DD, or a duration back from now (720h); default: the start of this month")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
 	if err := fs.Parse(args); err != nil {

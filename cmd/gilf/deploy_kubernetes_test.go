@@ -207,8 +207,8 @@ func TestDeployKubernetesManifest(t *testing.T) {
 	if want := "ghcr.io/gilf-review/gilf:" + version; c.Image != want {
 		t.Errorf("image %s, want %s (VERSION)", c.Image, want)
 	}
-	if !strings.Contains(readRepoFile(t, "README.md"), "ghcr.io/gilf-review/gilf:"+version) {
-		t.Errorf("README.md does not name the image ghcr.io/gilf-review/gilf:%s", version)
+	if !strings.Contains(readRepoFile(t, "docs/operating.md"), "ghcr.io/gilf-review/gilf:"+version) {
+		t.Errorf("docs/operating.md does not name the image ghcr.io/gilf-review/gilf:%s", version)
 	}
 
 	isTrue := func(b *bool) bool { return b != nil && *b }

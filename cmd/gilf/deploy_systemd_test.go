@@ -89,8 +89,8 @@ func TestDeploySystemdUnitHardening(t *testing.T) {
 			t.Errorf("%s does not say to install the environment file with install -m 0600", rel)
 		}
 	}
-	if !strings.Contains(readRepoFile(t, "README.md"), "install -m 0600") {
-		t.Error("README.md does not say to install /etc/gilf/env with install -m 0600")
+	if !strings.Contains(readRepoFile(t, "docs/operating.md"), "install -m 0600") {
+		t.Error("docs/operating.md does not say to install /etc/gilf/env with install -m 0600")
 	}
 	for _, line := range strings.Split(readRepoFile(t, "deploy/systemd/gilf.env"), "\n") {
 		k, v, ok := strings.Cut(line, "=")

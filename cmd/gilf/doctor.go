@@ -160,8 +160,8 @@ func doctor(ctx context.Context, env Env) *doctorReport {
 	return r
 }
 
-// requiredPermissions are the App permissions gilf needs (README, "Create
-// the GitHub App"): checks and pull requests to post, contents to read the
+// requiredPermissions are the App permissions gilf needs
+// (docs/github-app.md): checks and pull requests to post, contents to read the
 // tarball and .github/gilf.yml, metadata which every App has.
 func requiredPermissions() map[string]string {
 	return map[string]string{"checks": "write", "pull_requests": "write", "contents": "read", "metadata": "read"}

@@ -62,17 +62,26 @@ func (r *readiness) check(ctx context.Context) *notReady {
 	if err := r.store.Ready(ctx); err != nil {
 		return &notReady{kind: "store", reason: "store refuses writes", cause: err}
 	}
-	if r.minFree > 0 {
-		free, err := freeBytes(r.dataDir)
-		if err != nil {
-			return &notReady{kind: "free_space_unknown", reason: "free space unknown", cause: err}
-		}
-		if free < r.minFree {
-			return &notReady{
-				kind:   "low_free_space",
-				reason: fmt.Sprintf("low free space: %d bytes free in the data directory, below GILF_MIN_FREE_BYTES=%d", free, r.minFree),
-				cause:  fmt.Errorf("%d bytes free under %s, want at least %d", free, r.dataDir, r.minFree),
-			}
+	return r.space()
+}
+
+// space checks the free space under the data directory against the
+// floor: nil when there is enough (or no floor). Intake asks it for every
+// delivery (one statfs), so a delivery is refused exactly when /readyz
+// says so.
+func (r *readiness) space() *notReady {
+	if r.minFree <= 0 {
+		return nil
+	}
+	free, err := freeBytes(r.dataDir)
+	if err != nil {
+		return &notReady{kind: "free_space_unknown", reason: "free space unknown", cause: err}
+	}
+	if free < r.minFree {
+		return &notReady{
+			kind:   "low_free_space",
+			reason: fmt.Sprintf("low free space: %d bytes free in the data directory, below GILF_MIN_FREE_BYTES=%d", free, r.minFree),
+			cause:  fmt.Errorf("%d bytes free under %s, want at least %d", free, r.dataDir, r.minFree),
 		}
 	}
 	return nil
@@ -137,8 +146,10 @@ func plainNoStore(w http.ResponseWriter) {
 	w.Header().Set("Cache-Control", "no-store")
 }
 
-// intake wraps the webhook's Inbox: once the process drains, every
-// delivery is refused (the webhook answers 503, ErrUnavailable).
+// intake wraps the webhook's Inbox: while the process drains, or the data
+// directory's free space is below the floor, every delivery is refused
+// (the webhook answers 503, ErrUnavailable) — what /readyz says. A store
+// that refuses writes refuses the delivery itself.
 func (r *readiness) intake(in webhook.Inbox) webhook.Inbox {
 	return drainingInbox{in: in, r: r}
 }
@@ -153,6 +164,10 @@ var _ webhook.Inbox = drainingInbox{}
 func (d drainingInbox) RecordDelivery(ctx context.Context, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
 	if d.r.draining.Load() {
 		return validation.RecordResult{}, errDraining // the webhook answers 503
+	}
+	if nr := d.r.space(); nr != nil {
+		d.r.logChange(nr)
+		return validation.RecordResult{}, fmt.Errorf("%s: %w", nr.reason, nr.cause)
 	}
 	return d.in.RecordDelivery(ctx, del, job)
 }

@@ -64,20 +64,29 @@ func smallFS(t *testing.T, size string) string {
 // fill writes path until the file system is full (ENOSPC).
 func fill(t *testing.T, path string) {
 	t.Helper()
+	if err := writeChunks(path, func() bool { return false }); !errors.Is(err, syscall.ENOSPC) {
+		t.Fatalf("fill %s: %v, want ENOSPC", path, err)
+	}
+}
+
+// fillChunk is what writeChunks writes at a time.
+const fillChunk = 64 << 10
+
+// writeChunks creates path and writes fillChunk bytes at a time until
+// done says so (nil) or a write fails (its error).
+func writeChunks(path string, done func() bool) error {
 	f, err := os.Create(path)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	defer f.Close()
-	chunk := bytes.Repeat([]byte("x"), 64<<10)
-	for {
+	chunk := bytes.Repeat([]byte("x"), fillChunk)
+	for !done() {
 		if _, err := f.Write(chunk); err != nil {
-			if !errors.Is(err, syscall.ENOSPC) {
-				t.Fatalf("fill %s: %v, want ENOSPC", path, err)
-			}
-			return
+			return err
 		}
 	}
+	return nil
 }
 
 func wantReadyz(t *testing.T, url string, code int, body string) {

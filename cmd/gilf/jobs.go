@@ -36,7 +36,7 @@ const jobsUsage = `usage:
   gilf jobs retry ID    queue a finished job (done, failed, dead, cancelled,
                         superseded) again as a re-run
   gilf jobs cancel ID   cancel a queued or running job (a running job's
-                        worker stops at its next heartbeat)
+                        worker stops it within seconds)
 
 They open the store in GILF_DATA_DIR, also while gilf serve runs.
 Exit codes: 0 done, 2 usage, configuration or store error,
@@ -78,6 +78,10 @@ func runJobs(ctx context.Context, env Env, args []string) int {
 	}
 	if *limit < 1 || *limit > store.MaxListJobs {
 		fmt.Fprintf(env.Stderr, "gilf jobs: --limit %d: want 1 to %d\n", *limit, store.MaxListJobs)
+		return exitUsage
+	}
+	if owner, name, ok := strings.Cut(*repo, "/"); *repo != "" && (!ok || owner == "" || name == "" || strings.Contains(name, "/")) {
+		fmt.Fprintf(env.Stderr, "gilf jobs: --repo %q: want owner/name, e.g. octo-org/widget (jobs are kept by their full name)\n", *repo)
 		return exitUsage
 	}
 	db, code := openExistingStore(ctx, env, "gilf jobs")

@@ -49,7 +49,7 @@ const serveUsage = `usage: gilf serve
 Run the webhook intake (POST /webhook), the review workers, /healthz,
 /readyz and /metrics until SIGTERM or SIGINT (then /readyz answers 503 and
 intake refuses deliveries while running jobs finish). Every setting comes
-from the GILF_* environment (see README, "Running gilf serve"); there are
+from the GILF_* environment (see docs/configuration.md); there are
 no flags.
 
 exit codes: 0 stopped by a signal after a clean shutdown; 2 configuration
@@ -153,11 +153,16 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
 		}
 	}()
+	storeID, err := db.StoreID(ctx)
+	if err != nil {
+		return err
+	}
 	queue := newStoreQueue(db, log, metrics)
+	queue.store = storeID
 	queue.finish = githubPublisher{c: gc, posted: db}
 	wake := make(chan struct{}, 1)
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
-	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
+	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics, store: storeID}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies,
 			Commands: cfg.Commands.Enabled, AppSlug: cfg.Commands.Slug})
@@ -230,6 +235,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	g.Go(func() error {
 		defer close(workersDone)
 		err := worker.Run(gctx)
+		queue.Close() // shadow lanes still running are stopped and recorded
 		log.Info("workers stopped")
 		return err
 	})

@@ -502,7 +502,9 @@ var normalizers = []struct {
 	{regexp.MustCompile(`\bcgroup v[12]\b`), "cgroup v<n>"},
 	{regexp.MustCompile(`\bv?\d+\.\d+\.\d+([-+][0-9A-Za-z.+-]*)?\b`), "<version>"},
 	{regexp.MustCompile(`\b[0-9a-f]{64}\b`), "<sha256>"},
-	{regexp.MustCompile(`gilf:job=\d+`), "gilf:job=<id>"},
+	// A job marker names the store (16 hex digits, made per database)
+	// and the job.
+	{regexp.MustCompile(`gilf:job=(?:[0-9a-f]{16}-)?\d+`), "gilf:job=<id>"},
 	// The install allow-list holds the registries this machine's npm,
 	// yarn and pnpm are configured for.
 	{regexp.MustCompile("allowed destinations [^\n]*\\.\n"), "allowed destinations <the worker's registries>.\n"},
@@ -577,7 +579,7 @@ func normalizeCheckRunPath(p string) string {
 }
 
 func normalizeID(v any) string {
-	if s, ok := v.(string); ok && regexp.MustCompile(`^\d+$`).MatchString(s) {
+	if s, ok := v.(string); ok && regexp.MustCompile(`^(?:[0-9a-f]{16}-)?\d+$`).MatchString(s) {
 		return "<job id>"
 	}
 	return fmt.Sprint(v)

@@ -158,11 +158,12 @@ type Client struct {
 	transport http.RoundTripper
 	appClient *gh.Client
 	allowed   map[string]bool // download hosts
+	limits    *limiter        // GitHub's rate limits, per installation
 
 	mu      sync.Mutex
 	tokens  map[tokenKey]*cachedToken
 	clients map[tokenKey]*gh.Client
-	mintMu  sync.Mutex // serializes mints so concurrent calls share one
+	mints   map[tokenKey]*sync.Mutex // serialize one repository's mints so concurrent calls share one
 }
 
 // Repo names a repository of an installation. Every call is made with a
@@ -214,6 +215,8 @@ func New(cfg Config) (*Client, error) {
 		allowed:   map[string]bool{base.Host: true},
 		tokens:    make(map[tokenKey]*cachedToken),
 		clients:   make(map[tokenKey]*gh.Client),
+		mints:     make(map[tokenKey]*sync.Mutex),
+		limits:    newLimiter(cfg.Clock, cfg.Retry.SecondaryRateLimit),
 	}
 	for _, h := range cfg.DownloadHosts {
 		c.allowed[strings.ToLower(h)] = true
@@ -221,7 +224,7 @@ func New(cfg Config) (*Client, error) {
 	if cfg.RateLimitRemaining != nil {
 		c.transport = rateLimitObserver{next: c.transport, observe: cfg.RateLimitRemaining}
 	}
-	c.appClient = c.newGitHub(&jwtTransport{c: c})
+	c.appClient = c.newGitHub(c.limited(appLimitKey, &jwtTransport{c: c}))
 	return c, nil
 }
 
@@ -290,6 +293,12 @@ func baseURL(raw string) (*url.URL, error) {
 		u.Path = "/api/v3/"
 	}
 	return u, nil
+}
+
+// limited puts rt's requests under the rate limit of key (an
+// installation, or appLimitKey).
+func (c *Client) limited(key int64, rt http.RoundTripper) http.RoundTripper {
+	return limitTransport{l: c.limits, key: key, c: c, next: rt}
 }
 
 // newGitHub builds a go-github client over rt, rooted at the base URL.

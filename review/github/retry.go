@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"time"
 
@@ -17,12 +16,13 @@ import (
 // clock and ours differ by a little.
 const rateLimitSlack = time.Second
 
-// call runs one GitHub request with retries. go-github's typed errors
-// decide: *RateLimitError waits until its reset, *AbuseRateLimitError
-// honours Retry-After (else Retry.SecondaryRateLimit, doubling), 5xx and
-// network errors back off exponentially. Any other error (4xx) is
-// returned as is. A wait over Retry.MaxWait, or attempts used up, gives a
-// *TransientError.
+// call runs one GitHub request with retries. A rate limit (a
+// *LimitError from limitTransport) waits until its end: Retry-After to the
+// second, the primary limit until x-ratelimit-reset, a secondary limit
+// without headers a minute and then longer (ratelimit.go). 5xx and network
+// errors back off exponentially. Any other error (4xx) is returned as is.
+// A wait over Retry.MaxWait, or attempts used up, gives a *TransientError
+// whose RetryAfter, for a limit, is what remains of its wait.
 //
 // fn must be safe to repeat; callers of non-idempotent requests use
 // post, which looks before it retries.
@@ -42,8 +42,8 @@ var errLanded = errors.New("already posted")
 
 func (c *Client) retry(ctx context.Context, op string, landed func(ctx context.Context) (bool, error), fn func(ctx context.Context) (*gh.Response, error)) error {
 	rc := c.cfg.Retry
-	secondary := 0
 	var last error
+	var lastWait time.Duration
 	for attempt := 1; attempt <= rc.Attempts; attempt++ {
 		if landed != nil {
 			ok, err := landed(ctx)
@@ -61,53 +61,62 @@ func (c *Client) retry(ctx context.Context, op string, landed func(ctx context.C
 		if ctxErr := ctx.Err(); ctxErr != nil {
 			return fmt.Errorf("%s: %w", op, ctxErr)
 		}
-		wait, retryable := c.backoff(err, attempt, &secondary)
+		wait, retryable := c.backoff(err, attempt)
 		if !retryable {
 			return fmt.Errorf("%s: %w", op, err)
 		}
-		last = err
 		if wait > rc.MaxWait {
 			return &TransientError{Op: op, RetryAfter: wait, Err: err}
 		}
-		if attempt == rc.Attempts {
-			break
+		if _, blocked := notSent(err, c.clock.Now()); blocked {
+			// Nothing was sent: an earlier answer's wait runs. It is
+			// not an attempt.
+			attempt--
+		} else {
+			last, lastWait = err, 0
+			var le *LimitError
+			if errors.As(err, &le) {
+				lastWait = wait
+			}
+			if attempt == rc.Attempts {
+				break
+			}
+			c.log.Warn("github call failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", errorClass(err))
 		}
-		c.log.Warn("github call failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", errorClass(err))
 		if err := c.clock.Sleep(ctx, wait); err != nil {
 			return fmt.Errorf("%s: %w", op, err)
 		}
 	}
-	return &TransientError{Op: op, Err: fmt.Errorf("gave up after %d attempts: %w", rc.Attempts, last)}
+	return &TransientError{Op: op, RetryAfter: lastWait, Err: fmt.Errorf("gave up after %d attempts: %w", rc.Attempts, last)}
+}
+
+// notSent reports a request held back by a running limit, and the wait
+// left.
+func notSent(err error, now time.Time) (time.Duration, bool) {
+	var le *LimitError
+	if errors.As(err, &le) && !le.Sent {
+		return max(le.Until.Sub(now), 0), true
+	}
+	return 0, false
 }
 
 // backoff classifies err and says how long to wait before the next
 // attempt.
-func (c *Client) backoff(err error, attempt int, secondary *int) (time.Duration, bool) {
+func (c *Client) backoff(err error, attempt int) (time.Duration, bool) {
 	rc := c.cfg.Retry
 	var te *TransientError
 	if errors.As(err, &te) {
 		return 0, false // a nested call (the token mint) already retried
 	}
-	var rl *gh.RateLimitError
-	if errors.As(err, &rl) {
-		wait := rl.Rate.Reset.Time.Sub(c.clock.Now()) + rateLimitSlack
-		return max(wait, rateLimitSlack), true
-	}
-	var ab *gh.AbuseRateLimitError
-	if errors.As(err, &ab) {
-		if ab.RetryAfter != nil && *ab.RetryAfter > 0 {
-			return *ab.RetryAfter, true
-		}
-		wait := rc.SecondaryRateLimit << *secondary
-		*secondary++
-		return wait, true
+	var le *LimitError
+	if errors.As(err, &le) {
+		return max(le.Until.Sub(c.clock.Now()), 0), true
 	}
 	exp := min(rc.BaseDelay<<(attempt-1), rc.MaxDelay)
 	var er *gh.ErrorResponse
 	if errors.As(err, &er) {
-		code := er.Response.StatusCode
-		if code >= 500 || code == http.StatusTooManyRequests {
-			if ra := retryAfter(er.Response); ra > 0 {
+		if er.Response.StatusCode >= 500 {
+			if ra, ok := parseRetryAfter(er.Response.Header.Get("Retry-After"), c.clock.Now()); ok && ra > 0 {
 				return ra, true
 			}
 			return exp, true
@@ -118,18 +127,6 @@ func (c *Client) backoff(err error, attempt int, secondary *int) (time.Duration,
 		return exp, true
 	}
 	return 0, false
-}
-
-// retryAfter reads a Retry-After header in seconds.
-func retryAfter(resp *http.Response) time.Duration {
-	if resp == nil {
-		return 0
-	}
-	var s int
-	if _, err := fmt.Sscanf(resp.Header.Get("Retry-After"), "%d", &s); err != nil || s <= 0 {
-		return 0
-	}
-	return time.Duration(s) * time.Second
 }
 
 // isNetwork is true for connection failures and cut responses. A
@@ -146,14 +143,11 @@ func isNetwork(err error) bool {
 // errorClass names an error for a log line without its text (which may
 // carry URLs).
 func errorClass(err error) string {
-	var rl *gh.RateLimitError
-	var ab *gh.AbuseRateLimitError
+	var le *LimitError
 	var er *gh.ErrorResponse
 	switch {
-	case errors.As(err, &rl):
-		return "primary rate limit"
-	case errors.As(err, &ab):
-		return "secondary rate limit"
+	case errors.As(err, &le):
+		return string(le.Kind) + " rate limit"
 	case errors.As(err, &er):
 		return fmt.Sprintf("http %d", er.Response.StatusCode)
 	case isNetwork(err):

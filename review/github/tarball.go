@@ -62,7 +62,7 @@ func (c *Client) openTarball(ctx context.Context, g *gh.Client, r Repo, sha stri
 	}
 	req = req.WithContext(ctx)
 	hc := &http.Client{
-		Transport: &installationTransport{c: c, repo: r},
+		Transport: c.limited(r.InstallationID, &installationTransport{c: c, repo: r}),
 		CheckRedirect: func(*http.Request, []*http.Request) error {
 			return http.ErrUseLastResponse
 		},

@@ -12,6 +12,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/golang-jwt/jwt/v5"
@@ -35,22 +36,24 @@ const (
 )
 
 // ParsePrivateKey reads a GitHub App private key (PKCS#1 "RSA PRIVATE KEY"
-// as GitHub issues them, or PKCS#8).
+// as GitHub issues them, or PKCS#8). Its errors say what is wrong with the
+// bytes, never quote them, and leave naming where they came from to the
+// caller.
 func ParsePrivateKey(pemBytes []byte) (*rsa.PrivateKey, error) {
 	block, _ := pem.Decode(pemBytes)
 	if block == nil {
-		return nil, errors.New("github app private key: no PEM block")
+		return nil, errors.New("no PEM block (want the whole .pem file GitHub generated for the App: an RSA PRIVATE KEY block)")
 	}
 	if k, err := x509.ParsePKCS1PrivateKey(block.Bytes); err == nil {
 		return k, nil
 	}
 	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("github app private key: %w", err)
+		return nil, fmt.Errorf("a %q PEM block that is not an RSA private key: %w", block.Type, err)
 	}
 	rk, ok := k.(*rsa.PrivateKey)
 	if !ok {
-		return nil, fmt.Errorf("github app private key: %T is not RSA", k)
+		return nil, fmt.Errorf("a %T, not an RSA key", k)
 	}
 	return rk, nil
 }
@@ -100,8 +103,9 @@ func (c *Client) token(ctx context.Context, r Repo, stale *secret) (secret, erro
 	if t, ok := c.cached(k, stale); ok {
 		return t, nil
 	}
-	c.mintMu.Lock()
-	defer c.mintMu.Unlock()
+	mu := c.mintLock(k)
+	mu.Lock()
+	defer mu.Unlock()
 	if t, ok := c.cached(k, stale); ok { // minted while we waited
 		return t, nil
 	}
@@ -134,6 +138,19 @@ func (c *Client) token(ctx context.Context, r Repo, stale *secret) (secret, erro
 	return ct.tok, nil
 }
 
+// mintLock is the lock that serializes k's mints (one installation's
+// mint never waits for another's).
+func (c *Client) mintLock(k tokenKey) *sync.Mutex {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	m := c.mints[k]
+	if m == nil {
+		m = new(sync.Mutex)
+		c.mints[k] = m
+	}
+	return m
+}
+
 func (c *Client) cached(k tokenKey, stale *secret) (secret, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -159,7 +176,7 @@ func (c *Client) forRepo(r Repo) (*gh.Client, error) {
 	if g, ok := c.clients[k]; ok {
 		return g, nil
 	}
-	g := c.newGitHub(&installationTransport{c: c, repo: r})
+	g := c.newGitHub(c.limited(r.InstallationID, &installationTransport{c: c, repo: r}))
 	c.clients[k] = g
 	return g, nil
 }

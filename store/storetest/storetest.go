@@ -59,6 +59,7 @@ var tests = []struct {
 	{"DashboardViews", testDashboardViews},
 	{"QueueStats", testQueueStats},
 	{"CommandDeliveries", testCommandDeliveries},
+	{"FinishShadow", testFinishShadow},
 }
 
 // Run runs the whole suite on e, each test in a subtest of its name.

@@ -37,7 +37,7 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 		s.basicError(w, http.StatusBadRequest, "Problems parsing JSON")
 		return
 	}
-	if r.PathValue("id") != strconv.FormatInt(s.opts.InstallationID, 10) {
+	if !s.installed(r.PathValue("id")) {
 		s.basicError(w, http.StatusNotFound, "Not Found")
 		return
 	}
@@ -65,6 +65,16 @@ func (s *Server) createToken(w http.ResponseWriter, r *http.Request) {
 	resp["expires_at"] = exp.Format(time.RFC3339)
 	resp["permissions"] = perms
 	writeJSON(w, http.StatusCreated, resp)
+}
+
+// installed says whether id is an installation of the App.
+func (s *Server) installed(id string) bool {
+	for _, n := range append([]int64{s.opts.InstallationID}, s.opts.OtherInstallations...) {
+		if id == strconv.FormatInt(n, 10) {
+			return true
+		}
+	}
+	return false
 }
 
 func (s *Server) verifyJWT(r *http.Request) error {

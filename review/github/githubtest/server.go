@@ -100,6 +100,9 @@ type Fault struct {
 	Skip       int
 	RetryAfter time.Duration
 	Reset      time.Time
+	// Message replaces a Status fault's message (default: the status
+	// text), e.g. "Resource not accessible by integration".
+	Message string
 }
 
 // Options set the pull request the server serves. Zero fields take the
@@ -112,13 +115,17 @@ type Options struct {
 	// Server's layout). Use "/" to serve at the root.
 	BasePath       string
 	InstallationID int64
-	Owner, Repo    string
-	Number         int
-	HeadSHA        string
-	BaseRef        string
-	Author         string
-	Labels         []string
-	Draft          bool
+	// OtherInstallations are more installations of the App that may mint
+	// tokens for the same repository (to test what one installation's
+	// state does to another's).
+	OtherInstallations []int64
+	Owner, Repo        string
+	Number             int
+	HeadSHA            string
+	BaseRef            string
+	Author             string
+	Labels             []string
+	Draft              bool
 	// HeadRepoMissing serves head.repo as null (a deleted fork).
 	HeadRepoMissing bool
 	// Files are the changed file names; nil serves the example's list.
@@ -497,7 +504,14 @@ func (s *Server) writeFault(w http.ResponseWriter, f Fault) {
 	}
 	switch f.Kind {
 	case Status, LandThenStatus:
-		s.basicError(w, f.Status, http.StatusText(f.Status))
+		if f.RetryAfter > 0 {
+			w.Header().Set("Retry-After", strconv.Itoa(int(f.RetryAfter/time.Second)))
+		}
+		msg := f.Message
+		if msg == "" {
+			msg = http.StatusText(f.Status)
+		}
+		s.basicError(w, f.Status, msg)
 	case Unauthorized:
 		s.basicError(w, http.StatusUnauthorized, "Bad credentials")
 	case SecondaryRateLimit:
