@@ -314,7 +314,7 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 	if sc.SelfHost.Command != "" {
 		e, err := selfhost.New(selfhost.Options{
 			Command: sc.SelfHost.Command, Network: sc.SelfHost.Network, Timeout: sc.SelfHost.Timeout,
-			Env: environ, Secrets: secrets,
+			Env: environ, Secrets: secrets, Resources: sc.SelfHost.Resources,
 		})
 		if err != nil {
 			errs = append(errs, err)
