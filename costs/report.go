@@ -15,8 +15,8 @@ type DayTotal struct {
 	// Repository is owner/name when the totals are by repository; when
 	// any total has one, WriteText adds a REPOSITORY column.
 	Repository string  `json:"repository,omitempty"`
-	Executor string  `json:"executor"`
-	USD      float64 `json:"usd"`
+	Executor   string  `json:"executor"`
+	USD        float64 `json:"usd"`
 	// Spans counts every span; Unpriced counts those whose cost is null
 	// (they add nothing to USD).
 	Spans    int `json:"spans"`
