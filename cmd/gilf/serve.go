@@ -178,7 +178,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	}
 	var dash http.Handler
 	if sc.Dashboard.Enabled() {
-		if dash, err = newDashboard(sc.Dashboard, sc.TrustedProxies, db, log); err != nil {
+		if dash, err = newDashboard(sc.Dashboard, sc.TrustedProxies, db, evStore, log); err != nil {
 			return err
 		}
 	}
