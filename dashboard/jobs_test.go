@@ -150,9 +150,9 @@ func TestEvidence(t *testing.T) {
 	}
 	for path, want := range map[string]int{
 		dashboard.EvidencePath("review-artifacts/acme%2Fweb/abc/evidence/1/none.txt"): http.StatusNotFound,
-		dashboard.EvidencePath("../../etc/passwd"):                                     http.StatusBadRequest,
-		"/dashboard/evidence":                                                          http.StatusBadRequest,
-		dashboard.EvidencePath(strings.Repeat("a", dashboard.MaxEvidenceKey+1)):        http.StatusBadRequest,
+		dashboard.EvidencePath("../../etc/passwd"):                                    http.StatusBadRequest,
+		"/dashboard/evidence": http.StatusBadRequest,
+		dashboard.EvidencePath(strings.Repeat("a", dashboard.MaxEvidenceKey+1)): http.StatusBadRequest,
 	} {
 		if code, body := c.bearer(path); code != want || strings.Contains(body, "root:") {
 			t.Errorf("GET %s: %d, want %d", path, code, want)
