@@ -155,6 +155,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	}()
 	queue := newStoreQueue(db, log, metrics)
 	queue.finish = githubPublisher{c: gc, posted: db}
+	queue.details = sc.Dashboard.DetailsURL
 	wake := make(chan struct{}, 1)
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
 	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
