@@ -78,20 +78,24 @@ type Config struct {
 	// client the guard counts (the operator's reverse proxies); for any
 	// other peer, its own address is the client.
 	TrustedProxies []netip.Prefix
+	// Rejected, when set, is told why each refused delivery was refused
+	// (RejectReason); it must not block.
+	Rejected func(reason string)
 }
 
 // Handler is the http.Handler for POST /webhook.
 type Handler struct {
-	inbox   Inbox
-	log     *slog.Logger
-	secret  []byte
-	appID   int64
-	timeout time.Duration
-	maxBody int64
-	now     func() time.Time
-	allow   Allowlist
-	bad     *failguard.Guard
-	trusted []netip.Prefix
+	inbox    Inbox
+	log      *slog.Logger
+	secret   []byte
+	appID    int64
+	timeout  time.Duration
+	maxBody  int64
+	now      func() time.Time
+	allow    Allowlist
+	bad      *failguard.Guard
+	trusted  []netip.Prefix
+	rejected func(string)
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
@@ -119,6 +123,7 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 		h.now = time.Now
 	}
 	h.allow = cfg.Allow
+	h.rejected = cfg.Rejected
 	h.trusted = append([]netip.Prefix(nil), cfg.TrustedProxies...)
 	h.bad = newBadSignatures(cfg.BadSignatureLimit, cfg.BadSignatureWindow, h.now)
 	return h, nil
@@ -149,6 +154,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep, err := h.serve(w, r, &buf)
 	if err != nil {
 		code, msg := statusOf(err)
+		if h.rejected != nil {
+			h.rejected(RejectReason(err))
+		}
 		attrs := []any{"delivery_id", safeHeader(r.Header.Get("X-GitHub-Delivery")), "event",
 			safeHeader(r.Header.Get("X-GitHub-Event")), "status", code, "err", err}
 		if code >= 500 {

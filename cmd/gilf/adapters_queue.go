@@ -68,6 +68,7 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
+	q.metrics.more.observeClaim(j, q.now())
 	return review.Claim{Job: jobOf(j), Token: j.Lease.Gen}, true, nil
 }
 
@@ -168,6 +169,7 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
 	q.metrics.jobs.observe(res, q.now().Sub(q.claimedAt(c)))
+	q.metrics.more.observeRun(res, run)
 	q.log.Info("job done", "job_id", c.Job.ID, "run_id", runID, "outcome", res.Record.Outcome,
 		"executor", res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
 	return nil

@@ -160,7 +160,8 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
 	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
-			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies})
+			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies,
+			Rejected: metrics.more.reject})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
@@ -184,7 +185,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		}
 	}
 	srv := &http.Server{
-		Handler:           routes(hook, ready, metrics, log, dash),
+		Handler:           routes(metrics.more.timeWebhook(hook, time.Now), ready, metrics, log, dash),
 		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
 		ReadTimeout:       webhook.ReadTimeout,
 		WriteTimeout:      webhook.WriteTimeout,
