@@ -56,6 +56,7 @@ func commands() []command {
 		{"jobs", "list jobs; retry a finished one or cancel a queued or running one", runJobs},
 		{"prune", "drop delivery bodies and step output older than GILF_RETENTION_DAYS, once", runPrune},
 		{"backup", "write a consistent copy of the store to a directory, also while serve runs", runBackup},
+		{"deliver", "sign a webhook payload file with GILF_WEBHOOK_SECRET and post it to a running gilf serve", runDeliver},
 	}
 }
 
