@@ -48,57 +48,21 @@ func (h *Handler) parseCostQuery(q url.Values) (costQuery, error) {
 	return cq, nil
 }
 
-// repoTotal is one repository's spend over the window, every executor
-// and lane.
-type repoTotal struct {
-	Repo         string
-	Spans        int
-	Priced       int
-	USD          *float64
-	Seconds      float64
-	InputTokens  int64
-	OutputTokens int64
-}
-
 // repoTotals sums rows by repository, the most known cost first (then
 // the most spans, then by name).
-func repoTotals(rows []validation.RepoCostDay) []repoTotal {
-	idx := map[string]int{}
-	var out []repoTotal
-	for _, r := range rows {
-		i, ok := idx[r.Repo]
-		if !ok {
-			i = len(out)
-			idx[r.Repo] = i
-			out = append(out, repoTotal{Repo: r.Repo})
-		}
-		t := &out[i]
-		t.Spans += r.Spans
-		t.Priced += r.Priced
-		t.Seconds += r.Seconds
-		t.InputTokens += r.InputTokens
-		t.OutputTokens += r.OutputTokens
-		if r.USD != nil {
-			t.USD = ptrSum(t.USD, *r.USD)
-		}
-	}
-	known := func(t repoTotal) float64 {
+func repoTotals(rows []validation.RepoCostDay) []costTotal {
+	out := sumCosts(rows, func(r validation.RepoCostDay) string { return r.Repo },
+		func(r validation.RepoCostDay) validation.CostDay { return r.CostDay })
+	known := func(t costTotal) float64 {
 		if t.USD == nil {
 			return -1
 		}
 		return *t.USD
 	}
-	slices.SortFunc(out, func(a, b repoTotal) int {
-		return cmp.Or(cmp.Compare(known(b), known(a)), cmp.Compare(b.Spans, a.Spans), cmp.Compare(a.Repo, b.Repo))
+	slices.SortFunc(out, func(a, b costTotal) int {
+		return cmp.Or(cmp.Compare(known(b), known(a)), cmp.Compare(b.Spans, a.Spans), cmp.Compare(a.Key, b.Key))
 	})
 	return out
-}
-
-func ptrSum(p *float64, v float64) *float64 {
-	if p != nil {
-		v += *p
-	}
-	return &v
 }
 
 // repoChart is the horizontal bar chart of the top repositories' known
@@ -124,7 +88,7 @@ const (
 	repoLabelChars = 56
 )
 
-func newRepoChart(totals []repoTotal) repoChart {
+func newRepoChart(totals []costTotal) repoChart {
 	top := totals[:min(len(totals), TopRepos)]
 	c := repoChart{W: repoChartW, H: max(len(top), 1)*repoRowH + 8, Empty: len(top) == 0}
 	maxUSD := 0.0
@@ -134,7 +98,7 @@ func newRepoChart(totals []repoTotal) repoChart {
 		}
 	}
 	for i, t := range top {
-		b := repoBar{LabelY: float64(i*repoRowH) + 17, Y: float64(i*repoRowH) + 23, Repo: t.Repo}
+		b := repoBar{LabelY: float64(i*repoRowH) + 17, Y: float64(i*repoRowH) + 23, Repo: t.Key}
 		if len([]rune(b.Repo)) > repoLabelChars {
 			b.Repo = string([]rune(b.Repo)[:repoLabelChars-1]) + "…"
 		}
@@ -149,7 +113,7 @@ func newRepoChart(totals []repoTotal) repoChart {
 			amount += fmt.Sprintf(" + %d unpriced", un)
 		}
 		b.Text = amount
-		b.Title = fmt.Sprintf("%s: %s over %d span(s)", t.Repo, amount, t.Spans)
+		b.Title = fmt.Sprintf("%s: %s over %d span(s)", t.Key, amount, t.Spans)
 		c.Bars = append(c.Bars, b)
 	}
 	return c

@@ -179,41 +179,33 @@ func back(r *http.Request, id int64, q url.Values) string {
 }
 
 func (h *Handler) retry(w http.ResponseWriter, r *http.Request, _ session) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
-	state, ok, err := h.cfg.Queue.RerunJob(r.Context(), id, RerunReason)
-	if err != nil {
-		return err
-	}
-	q := url.Values{}
-	if ok {
-		h.cfg.Logger.Info("job re-queued from the dashboard", "job_id", id)
-		q.Set("requeued", strconv.FormatInt(id, 10))
-	} else {
-		q.Set("unchanged", strconv.FormatInt(id, 10))
-		q.Set("state", state)
-	}
-	http.Redirect(w, r, back(r, id, q), http.StatusSeeOther)
-	return nil
+	return h.move(w, r, func(id int64) (string, bool, error) { return h.cfg.Queue.RerunJob(r.Context(), id, RerunReason) },
+		"requeued", "unchanged", "job re-queued from the dashboard")
 }
 
 func (h *Handler) cancel(w http.ResponseWriter, r *http.Request, _ session) error {
+	return h.move(w, r, func(id int64) (string, bool, error) {
+		return h.cfg.Cancel.CancelQueuedJob(r.Context(), id, CancelReason)
+	}, "cancelled", "kept", "job cancelled from the dashboard")
+}
+
+// move makes a job's move (do) and redirects back saying what came of it:
+// ?<done>=id when it moved, else ?<kept>=id&state=its state.
+func (h *Handler) move(w http.ResponseWriter, r *http.Request, do func(id int64) (string, bool, error), done, kept, logMsg string) error {
 	id, err := pathID(r)
 	if err != nil {
 		return err
 	}
-	state, ok, err := h.cfg.Cancel.CancelQueuedJob(r.Context(), id, CancelReason)
+	state, ok, err := do(id)
 	if err != nil {
 		return err
 	}
 	q := url.Values{}
 	if ok {
-		h.cfg.Logger.Info("job cancelled from the dashboard", "job_id", id)
-		q.Set("cancelled", strconv.FormatInt(id, 10))
+		h.cfg.Logger.Info(logMsg, "job_id", id)
+		q.Set(done, strconv.FormatInt(id, 10))
 	} else {
-		q.Set("kept", strconv.FormatInt(id, 10))
+		q.Set(kept, strconv.FormatInt(id, 10))
 		q.Set("state", state)
 	}
 	http.Redirect(w, r, back(r, id, q), http.StatusSeeOther)

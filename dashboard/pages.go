@@ -182,10 +182,10 @@ type costsData struct {
 	Days       int
 	Since      time.Time
 	Rows       []validation.CostDay
-	Totals     []executorTotal
+	Totals     []costTotal
 	Chart      chart
 	RepoRows   []validation.RepoCostDay
-	RepoTotals []repoTotal
+	RepoTotals []costTotal
 	RepoChart  repoChart
 	TopRepos   int
 }
