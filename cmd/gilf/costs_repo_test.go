@@ -17,6 +17,18 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
+// openCostsStore makes a store in a fresh GILF_DATA_DIR, for `gilf
+// costs` to read once the test closed it.
+func openCostsStore(t *testing.T) (*store.DB, string) {
+	t.Helper()
+	dir := t.TempDir()
+	db, err := store.Open(t.Context(), filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return db, dir
+}
+
 // finishWithSpans records a job of repo and finishes it with spans.
 func finishWithSpans(t *testing.T, db *store.DB, repo string, n int, spans ...store.CostSpan) {
 	t.Helper()
@@ -41,11 +53,7 @@ func finishWithSpans(t *testing.T, db *store.DB, repo string, n int, spans ...st
 // per day, by executor" as a table, JSON and CSV.
 func TestCostsByRepository(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, dir := openCostsStore(t)
 	now := time.Now().UTC()
 	span := func(exec string, usd *float64) store.CostSpan {
 		return store.CostSpan{Lane: store.LanePrimary, Executor: exec, Started: now.Add(-time.Minute), Finished: now, USD: usd, Method: costs.MethodWallClock}

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -40,11 +39,7 @@ func TestParseSince(t *testing.T) {
 // back through `gilf costs`, as table and as JSON.
 func TestCostsCommand(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, dir := openCostsStore(t)
 	now := time.Now().UTC()
 	usd, modelUSD := 0.0046, 0.0014
 	in, out := int64(1234), int64(567)
