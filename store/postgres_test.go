@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -191,6 +192,12 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 	if err != nil || len(files) == 0 {
 		t.Fatalf("embedded PostgreSQL migrations: %v, %v", files, err)
 	}
+	// The newest file's number: PostgreSQL's migrations are numbered as
+	// SQLite's that they match, so the numbers may skip.
+	newest, err := strconv.Atoi(files[len(files)-1][:4])
+	if err != nil {
+		t.Fatal(err)
+	}
 	for i, db := range dbs {
 		if errs[i] != nil {
 			t.Fatalf("replica %d: %v", i, errs[i])
@@ -201,8 +208,8 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 			}
 		})
 		v, err := db.SchemaVersion(context.Background())
-		if err != nil || v != len(files) {
-			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, len(files))
+		if err != nil || v != newest {
+			t.Fatalf("replica %d: schema version %d, %v; want %d", i, v, err, newest)
 		}
 	}
 }
