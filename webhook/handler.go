@@ -85,17 +85,18 @@ type Config struct {
 
 // Handler is the http.Handler for POST /webhook.
 type Handler struct {
-	inbox    Inbox
-	log      *slog.Logger
-	secret   []byte
-	appID    int64
-	timeout  time.Duration
-	maxBody  int64
-	now      func() time.Time
-	allow    Allowlist
-	bad      *failguard.Guard
-	trusted  []netip.Prefix
-	rejected func(string)
+	inbox   Inbox
+	log     *slog.Logger
+	secret  []byte
+	appID   int64
+	timeout time.Duration
+	maxBody int64
+	now     func() time.Time
+	allow   Allowlist
+	bad     *failguard.Guard
+	trusted []netip.Prefix
+
+	rejected func(string) // Config.Rejected, or nil
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
