@@ -11,9 +11,12 @@ import (
 
 // DayTotal is the estimated spend of one executor on one UTC day.
 type DayTotal struct {
-	Day      string  `json:"day"` // YYYY-MM-DD, UTC, of the span's start
-	Executor string  `json:"executor"`
-	USD      float64 `json:"usd"`
+	Day string `json:"day"` // YYYY-MM-DD, UTC, of the span's start
+	// Repository is owner/name when the totals are by repository; when
+	// any total has one, WriteText adds a REPOSITORY column.
+	Repository string  `json:"repository,omitempty"`
+	Executor   string  `json:"executor"`
+	USD        float64 `json:"usd"`
 	// Spans counts every span; Unpriced counts those whose cost is null
 	// (they add nothing to USD).
 	Spans    int `json:"spans"`
@@ -57,21 +60,28 @@ func Aggregate(spans []Span) []DayTotal {
 // line and the reminder that these are estimates, and how each was made.
 func WriteText(w io.Writer, totals []DayTotal) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "DAY\tEXECUTOR\tRUNS\tUNPRICED\tEST. USD\tTOKENS IN/OUT")
+	byRepo := slices.ContainsFunc(totals, func(t DayTotal) bool { return t.Repository != "" })
+	repo := func(s string) string {
+		if !byRepo {
+			return ""
+		}
+		return s + "\t"
+	}
+	fmt.Fprintln(tw, "DAY\t"+repo("REPOSITORY")+"EXECUTOR\tRUNS\tUNPRICED\tEST. USD\tTOKENS IN/OUT")
 	var sum DayTotal
 	for _, t := range totals {
 		amount := usd(t.USD)
 		if t.Spans > 0 && t.Unpriced == t.Spans {
 			amount = "no estimate" // never "$0.0000" for runs nobody priced
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%s\t%s\n", t.Day, t.Executor, t.Spans, t.Unpriced, amount, tokens(t))
+		fmt.Fprintf(tw, "%s\t%s%s\t%d\t%d\t%s\t%s\n", t.Day, repo(t.Repository), t.Executor, t.Spans, t.Unpriced, amount, tokens(t))
 		sum.USD += t.USD
 		sum.Spans += t.Spans
 		sum.Unpriced += t.Unpriced
 		sum.InputTokens += t.InputTokens
 		sum.OutputTokens += t.OutputTokens
 	}
-	fmt.Fprintf(tw, "total\t\t%d\t%d\t%s\t%s\n", sum.Spans, sum.Unpriced, usd(sum.USD), tokens(sum))
+	fmt.Fprintf(tw, "total\t%s\t%d\t%d\t%s\t%s\n", repo(""), sum.Spans, sum.Unpriced, usd(sum.USD), tokens(sum))
 	if err := tw.Flush(); err != nil {
 		return fmt.Errorf("write cost table: %w", err)
 	}

@@ -3,7 +3,6 @@ package dashboard
 import (
 	"encoding/json"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -21,10 +20,10 @@ type runJSON struct {
 	PR          int        `json:"pr"`
 	HeadSHA     string     `json:"head_sha"`
 	Outcome     string     `json:"outcome"`
-	Reason      string     `json:"reason"`
+	Reason      *string    `json:"reason"`
 	RefusalCode *string    `json:"refusal_code"`
-	Executor    string     `json:"executor"`
-	Tier        string     `json:"isolation_tier"`
+	Executor    *string    `json:"executor"`
+	Tier        *string    `json:"isolation_tier"`
 	StartedAt   *time.Time `json:"started_at"`
 	FinishedAt  *time.Time `json:"finished_at"`
 	DurationMs  *int64     `json:"duration_ms"`
@@ -49,7 +48,7 @@ func orNull(s string) *string {
 
 func toRunJSON(s validation.RunSummary) runJSON {
 	j := runJSON{ID: s.ID, JobID: s.JobID, Repo: s.Repo, PR: s.PR, HeadSHA: s.HeadSHA, Outcome: string(s.Outcome),
-		Reason: s.Reason, RefusalCode: orNull(string(s.Refusal)), Executor: s.Executor, Tier: string(s.Tier),
+		Reason: orNull(s.Reason), RefusalCode: orNull(string(s.Refusal)), Executor: orNull(s.Executor), Tier: orNull(string(s.Tier)),
 		StartedAt: stamp(s.Started), FinishedAt: stamp(s.Finished), Findings: s.Findings, USD: s.USD}
 	if !s.Started.IsZero() && !s.Finished.IsZero() {
 		d := s.Finished.Sub(s.Started).Milliseconds()
@@ -89,13 +88,16 @@ type artifactJSON struct {
 	SHA256 string  `json:"sha256"`
 	Status string  `json:"status"`
 	URL    *string `json:"url"`
-	Error  string  `json:"error"`
+	// OpenURL is the dashboard's link that opens the object (a path
+	// under /dashboard), null without an evidence store or upload.
+	OpenURL *string `json:"open_url"`
+	Error   *string `json:"error"`
 }
 
 type shadowJSON struct {
 	Executor    string                  `json:"executor"`
 	Outcome     *string                 `json:"outcome"`
-	Error       string                  `json:"error"`
+	Error       *string                 `json:"error"`
 	StepsAgreed int                     `json:"steps_agreed"`
 	StepsTotal  int                     `json:"steps_total"`
 	WallMs      int64                   `json:"wall_ms"`
@@ -126,16 +128,18 @@ func (h *Handler) apiRun(r *http.Request) (any, error) {
 	out := runDetailJSON{Run: toRunJSON(v.RunSummary), Record: rec, Artifacts: make([]artifactJSON, 0, len(v.Artifacts))}
 	for _, a := range v.Artifacts {
 		out.Artifacts = append(out.Artifacts, artifactJSON{Key: a.Key, Kind: a.Kind, Bytes: a.Bytes, SHA256: a.SHA256,
-			Status: a.Status, URL: orNull(safeURL(a.URL)), Error: a.Err})
+			Status: a.Status, URL: orNull(safeURL(a.URL)), OpenURL: orNull(h.openURL(a)), Error: orNull(a.Err)})
 	}
 	if s := v.Shadow; s != nil {
-		out.Shadow = &shadowJSON{Executor: s.Executor, Outcome: orNull(string(s.Outcome)), Error: s.Err,
+		out.Shadow = &shadowJSON{Executor: s.Executor, Outcome: orNull(string(s.Outcome)), Error: orNull(s.Err),
 			StepsAgreed: s.StepsAgreed, StepsTotal: s.StepsTotal, WallMs: s.Wall.Milliseconds(), USD: s.USD, Steps: s.Steps}
 	}
 	return out, nil
 }
 
 type costJSON struct {
+	// Repository is the job's owner/name, with ?group=repository only.
+	Repository  *string  `json:"repository,omitempty"`
 	Day         string   `json:"day"`
 	Executor    string   `json:"executor"`
 	Lane        string   `json:"lane"`
@@ -150,65 +154,103 @@ type costJSON struct {
 
 type costsJSON struct {
 	Since string     `json:"since"`
+	Group string     `json:"group"`
 	Days  []costJSON `json:"days"`
 }
 
+func toCostJSON(c validation.CostDay) costJSON {
+	return costJSON{Day: c.Day, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans,
+		PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
+}
+
 func (h *Handler) apiCosts(r *http.Request) (any, error) {
-	days, err := parseDays(r.URL.Query())
+	cq, err := h.parseCostQuery(r.URL.Query())
 	if err != nil {
 		return nil, err
 	}
-	since := h.since(days)
-	rows, err := h.cfg.Reader.CostDays(r.Context(), since)
+	out := costsJSON{Since: cq.since.Format(time.DateOnly), Group: cq.group, Days: []costJSON{}}
+	if cq.group == groupRepository {
+		rows, err := h.cfg.Reader.CostsByRepo(r.Context(), cq.since)
+		if err != nil {
+			return nil, err
+		}
+		for _, c := range rows {
+			j := toCostJSON(c.CostDay)
+			j.Repository = &c.Repo
+			out.Days = append(out.Days, j)
+		}
+		return out, nil
+	}
+	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
 	if err != nil {
 		return nil, err
 	}
-	out := costsJSON{Since: since.Format(time.DateOnly), Days: make([]costJSON, 0, len(rows))}
 	for _, c := range rows {
-		out.Days = append(out.Days, costJSON{Day: c.Day, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans,
-			PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens})
+		out.Days = append(out.Days, toCostJSON(c))
 	}
 	return out, nil
 }
 
 type jobJSON struct {
-	ID             int64      `json:"id"`
-	Repo           string     `json:"repo"`
-	PR             int        `json:"pr"`
-	HeadSHA        string     `json:"head_sha"`
-	State          string     `json:"state"`
-	Reason         string     `json:"reason"`
-	Attempts       int        `json:"attempts"`
-	Reruns         int        `json:"reruns"`
-	LastError      string     `json:"last_error"`
-	NextAttemptAt  *time.Time `json:"next_attempt_at"`
-	LeaseOwner     *string    `json:"lease_owner"`
-	LeaseExpiresAt *time.Time `json:"lease_expires_at"`
-	CreatedAt      *time.Time `json:"created_at"`
-	UpdatedAt      *time.Time `json:"updated_at"`
+	ID             int64         `json:"id"`
+	Repo           string        `json:"repo"`
+	PR             int           `json:"pr"`
+	HeadSHA        string        `json:"head_sha"`
+	State          string        `json:"state"`
+	Reason         *string       `json:"reason"`
+	Attempts       int           `json:"attempts"`
+	Reruns         int           `json:"reruns"`
+	LastError      *string       `json:"last_error"`
+	NextAttemptAt  *time.Time    `json:"next_attempt_at"`
+	LeaseOwner     *string       `json:"lease_owner"`
+	LeaseExpiresAt *time.Time    `json:"lease_expires_at"`
+	CreatedAt      *time.Time    `json:"created_at"`
+	UpdatedAt      *time.Time    `json:"updated_at"`
+	History        []attemptJSON `json:"attempt_history"`
 }
 
-// jobStates are the states ?state= may name.
-func jobStates() []string {
-	return []string{"queued", "running", "done", "failed", "dead", "superseded", "cancelled"}
+// attemptJSON is one attempt at a job.
+type attemptJSON struct {
+	Rerun     int        `json:"rerun"`
+	Attempt   int        `json:"attempt"`
+	Worker    *string    `json:"worker"`
+	StartedAt *time.Time `json:"started_at"`
+	EndedAt   *time.Time `json:"ended_at"` // null while it runs
+	Result    *string    `json:"result"`   // null while it runs
+	Error     *string    `json:"error"`
+	Reason    *string    `json:"reason"`
+}
+
+func toJobJSON(j validation.JobView, hist []validation.JobAttempt) jobJSON {
+	out := jobJSON{ID: j.ID, Repo: j.Repo, PR: j.PR, HeadSHA: j.HeadSHA, State: j.State,
+		Reason: orNull(j.Reason), Attempts: j.Attempts, Reruns: j.Reruns, LastError: orNull(j.LastError),
+		NextAttemptAt: stamp(j.NextAttemptAt), LeaseOwner: orNull(j.LeaseOwner), LeaseExpiresAt: stamp(j.LeaseExpires),
+		CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt), History: make([]attemptJSON, 0, len(hist))}
+	if j.State != "queued" {
+		out.NextAttemptAt = nil // only a queued job waits for a time
+	}
+	for _, a := range hist {
+		out.History = append(out.History, attemptJSON{Rerun: a.Rerun, Attempt: a.Attempt, Worker: orNull(a.Owner),
+			StartedAt: stamp(a.Started), EndedAt: stamp(a.Ended), Result: orNull(a.Result), Error: orNull(a.Error),
+			Reason: orNull(a.Reason)})
+	}
+	return out
 }
 
 func (h *Handler) apiJobs(r *http.Request) (any, error) {
-	var q validation.JobQuery
-	if v := r.URL.Query().Get("state"); v != "" {
-		for _, s := range strings.Split(v, ",") {
-			s = strings.TrimSpace(s)
-			ok := false
-			for _, k := range jobStates() {
-				ok = ok || k == s
-			}
-			if !ok {
-				return nil, badRequest{"state: want a comma-separated list of " + strings.Join(jobStates(), ", ")}
-			}
-			q.States = append(q.States, s)
-		}
+	states, err := parseStates(r.URL.Query())
+	if err != nil {
+		return nil, err
 	}
-	jobs, err := h.cfg.Reader.JobList(r.Context(), q)
+	jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: states})
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]int64, len(jobs))
+	for i, j := range jobs {
+		ids[i] = j.ID
+	}
+	hist, err := h.cfg.Reader.JobAttempts(r.Context(), ids)
 	if err != nil {
 		return nil, err
 	}
@@ -216,12 +258,24 @@ func (h *Handler) apiJobs(r *http.Request) (any, error) {
 		Jobs []jobJSON `json:"jobs"`
 	}{Jobs: make([]jobJSON, 0, len(jobs))}
 	for _, j := range jobs {
-		out.Jobs = append(out.Jobs, jobJSON{ID: j.ID, Repo: j.Repo, PR: j.PR, HeadSHA: j.HeadSHA, State: j.State,
-			Reason: j.Reason, Attempts: j.Attempts, Reruns: j.Reruns, LastError: j.LastError,
-			NextAttemptAt: stamp(j.NextAttemptAt), LeaseOwner: orNull(j.LeaseOwner), LeaseExpiresAt: stamp(j.LeaseExpires),
-			CreatedAt: stamp(j.CreatedAt), UpdatedAt: stamp(j.UpdatedAt)})
+		out.Jobs = append(out.Jobs, toJobJSON(j, hist[j.ID]))
 	}
 	return out, nil
+}
+
+func (h *Handler) apiJob(r *http.Request) (any, error) {
+	id, err := pathID(r)
+	if err != nil {
+		return nil, err
+	}
+	j, err := h.cfg.Reader.JobDetail(r.Context(), id)
+	if err != nil {
+		return nil, err
+	}
+	return struct {
+		Job  jobJSON `json:"job"`
+		Runs []int64 `json:"run_ids"`
+	}{Job: toJobJSON(j.JobView, j.History), Runs: j.Runs}, nil
 }
 
 func (h *Handler) apiRefusals(r *http.Request) (any, error) {

@@ -187,7 +187,11 @@ func TestBrowser(t *testing.T) {
 		{"run-refused", "/dashboard/runs/" + id(f.refusedRun), "#run-facts"},
 		{"run-untrusted", "/dashboard/runs/" + id(f.xssRun), "#findings"},
 		{"costs", "/dashboard/costs", "#cost-chart svg"},
+		{"costs-repos", "/dashboard/costs#by-repository", "#repo-chart svg"},
 		{"queue", "/dashboard/queue", "#dead"},
+		{"queue-all", "/dashboard/queue?state=queued,running,done,failed,dead,superseded,cancelled", "#jobs-done"},
+		{"job-dead", "/dashboard/jobs/" + id(f.deadJob), "#job-attempts"},
+		{"job-running", "/dashboard/jobs/" + id(f.runningJob), "#job-facts"},
 		{"refusals", "/dashboard/refusals", "#refusal-codes"},
 		{"shadow", "/dashboard/shadow", "#shadow-pairs"},
 		{"not-found", "/dashboard/runs/999999", "#error-message"},
@@ -208,10 +212,40 @@ func TestBrowser(t *testing.T) {
 		t.Errorf("finding title %q, %v; want the untrusted text as text", text, err)
 	}
 
+	// Open the failed run's evidence through its link: the stored log,
+	// as text.
+	if err := chromedp.Do(b.ctx,
+		chromedp.Navigate(srv.URL+"/dashboard/runs/"+id(f.failedRun)),
+		chromedp.WaitVisible(chromedp.CSS("a.open-evidence")),
+		chromedp.Click(chromedp.CSS("a.open-evidence")),
+		chromedp.WaitVisible(chromedp.CSS("pre")),
+	); err != nil {
+		t.Fatalf("open evidence: %v", err)
+	}
+	text, err = chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS("pre")))
+	if err != nil || !strings.Contains(text, "expected 3, got 4 <script>") {
+		t.Errorf("evidence shown as %q, %v; want the stored log as text", text, err)
+	}
+
+	// Cancel the running job from its page: the button's same-origin
+	// POST with the session's form token, back to the job's page.
+	if err := chromedp.Do(b.ctx,
+		chromedp.Navigate(srv.URL+"/dashboard/jobs/"+id(f.runningJob)),
+		chromedp.WaitVisible(chromedp.CSS("button.cancel")),
+		chromedp.Click(chromedp.CSS("button.cancel")),
+		chromedp.WaitVisible(chromedp.CSS("#job-message")),
+	); err != nil {
+		t.Fatalf("cancel: %v", err)
+	}
+	b.shoot(t, srv.URL, dir, "job-cancelled", "/dashboard/jobs/"+id(f.runningJob)+"?cancelled="+id(f.runningJob), "#job-message", 390)
+	if st, err := f.db.JobState(t.Context(), f.runningJob); err != nil || st.State != "cancelled" {
+		t.Errorf("the cancelled job: %v %+v", err, st)
+	}
+
 	// Retry the dead job with its button: a same-origin POST with the
 	// session's form token.
 	if err := chromedp.Do(b.ctx,
-		chromedp.Navigate(srv.URL+"/dashboard/queue"),
+		chromedp.Navigate(srv.URL+"/dashboard/queue?state=dead"),
 		chromedp.WaitVisible(chromedp.CSS("button.retry")),
 		chromedp.Click(chromedp.CSS("button.retry")),
 		chromedp.WaitVisible(chromedp.CSS("#queue-message")),

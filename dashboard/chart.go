@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/gilf-review/gilf/validation"
@@ -66,27 +67,29 @@ type marker struct {
 	Title string
 }
 
-type executorTotal struct {
-	Executor     string
+// costTotal is the spend of one executor or repository (Key) over the
+// window, every lane.
+type costTotal struct {
+	Key          string
 	Spans        int
 	Priced       int
-	USD          *float64
+	USD          *float64 // nil when no span had a price
 	Seconds      float64
 	InputTokens  int64
 	OutputTokens int64
 }
 
-// totals sums the rows by executor (a model, model:<name>, is one), every
-// lane.
-func totals(rows []validation.CostDay) []executorTotal {
-	var out []executorTotal
+// sumCosts sums rows by key(row), in the order keys first appear.
+func sumCosts[R any](rows []R, key func(R) string, day func(R) validation.CostDay) []costTotal {
+	var out []costTotal
 	idx := map[string]int{}
-	for _, r := range rows {
-		i, ok := idx[r.Executor]
+	for _, row := range rows {
+		k, r := key(row), day(row)
+		i, ok := idx[k]
 		if !ok {
 			i = len(out)
-			idx[r.Executor] = i
-			out = append(out, executorTotal{Executor: r.Executor})
+			idx[k] = i
+			out = append(out, costTotal{Key: k})
 		}
 		t := &out[i]
 		t.Spans += r.Spans
@@ -102,15 +105,15 @@ func totals(rows []validation.CostDay) []executorTotal {
 			t.USD = &sum
 		}
 	}
-	slices.SortFunc(out, func(a, b executorTotal) int {
-		switch {
-		case a.Executor < b.Executor:
-			return -1
-		case a.Executor > b.Executor:
-			return 1
-		}
-		return 0
-	})
+	return out
+}
+
+// totals sums the rows by executor (a model, model:<name>, is one), every
+// lane, by name.
+func totals(rows []validation.CostDay) []costTotal {
+	out := sumCosts(rows, func(r validation.CostDay) string { return r.Executor },
+		func(r validation.CostDay) validation.CostDay { return r })
+	slices.SortFunc(out, func(a, b costTotal) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 

@@ -1,7 +1,8 @@
 // Package dashboard is gilf's operator dashboard (SPEC §8): server-rendered
 // HTML under /dashboard and a JSON API under /api/v1/, both behind one
 // token. It reads the store through Reader and changes it only through
-// Requeuer (the queue page's retry button).
+// Requeuer and Canceller (the queue's and job page's retry and cancel
+// buttons); it opens stored evidence through Evidence.
 package dashboard
 
 import (
@@ -27,7 +28,12 @@ type Reader interface {
 	// Config.IsNotFound holds.
 	RunView(ctx context.Context, id int64) (validation.RunView, error)
 	CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error)
+	CostsByRepo(ctx context.Context, since time.Time) ([]validation.RepoCostDay, error)
 	JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error)
+	// JobDetail reads one job with its attempts and runs; when there is
+	// none, an error for which Config.IsNotFound holds.
+	JobDetail(ctx context.Context, id int64) (validation.JobDetail, error)
+	JobAttempts(ctx context.Context, ids []int64) (map[int64][]validation.JobAttempt, error)
 	RefusalCounts(ctx context.Context, since time.Time) ([]validation.RefusalCount, error)
 	ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error)
 }
@@ -36,6 +42,12 @@ type Reader interface {
 // state afterwards and whether it was queued again.
 type Requeuer interface {
 	RerunJob(ctx context.Context, id int64, reason string) (string, bool, error)
+}
+
+// Canceller cancels a queued or running job; it reports the job's state
+// afterwards and whether this call cancelled it.
+type Canceller interface {
+	CancelQueuedJob(ctx context.Context, id int64, reason string) (string, bool, error)
 }
 
 // MinTokenLen is the shortest token New accepts.
@@ -61,6 +73,11 @@ type Config struct {
 	Token  string
 	Reader Reader
 	Queue  Requeuer
+	Cancel Canceller
+	// Evidence, when set, opens the evidence store's objects for the run
+	// page's links (evidence.go); nil: a link only where the stored
+	// reference has an http(s) URL.
+	Evidence Evidence
 	// IsNotFound tells the reader's "no such run" error apart from a
 	// failure; nil answers every error 500.
 	IsNotFound func(error) bool
@@ -98,6 +115,8 @@ func New(cfg Config) (*Handler, error) {
 		return nil, errors.New("dashboard: no reader")
 	case cfg.Queue == nil:
 		return nil, errors.New("dashboard: no queue")
+	case cfg.Cancel == nil:
+		return nil, errors.New("dashboard: no canceller")
 	case cfg.Logger == nil:
 		return nil, errors.New("dashboard: no logger")
 	}
@@ -135,16 +154,20 @@ func (h *Handler) routes() {
 	m.Handle("GET /dashboard", h.page(h.runsPage))
 	m.Handle("GET /dashboard/{$}", h.page(h.runsPage))
 	m.Handle("GET /dashboard/runs/{id}", h.page(h.runPage))
-	m.HandleFunc("GET /dashboard/jobs/{id}", h.jobPage)
+	m.Handle("GET /dashboard/jobs/{id}", h.page(h.jobPage))
 	m.Handle("GET /dashboard/costs", h.page(h.costsPage))
+	m.HandleFunc("GET /dashboard/costs.csv", h.costsCSV)
 	m.Handle("GET /dashboard/queue", h.page(h.queuePage))
 	m.Handle("POST /dashboard/queue/{id}/retry", h.post(h.retry))
+	m.Handle("POST /dashboard/queue/{id}/cancel", h.post(h.cancel))
+	m.HandleFunc("GET /dashboard/evidence", h.evidence)
 	m.Handle("GET /dashboard/refusals", h.page(h.refusalsPage))
 	m.Handle("GET /dashboard/shadow", h.page(h.shadowPage))
 	m.Handle("GET /api/v1/runs", h.api(h.apiRuns))
 	m.Handle("GET /api/v1/runs/{id}", h.api(h.apiRun))
 	m.Handle("GET /api/v1/costs", h.api(h.apiCosts))
 	m.Handle("GET /api/v1/jobs", h.api(h.apiJobs))
+	m.Handle("GET /api/v1/jobs/{id}", h.api(h.apiJob))
 	m.Handle("GET /api/v1/refusals", h.api(h.apiRefusals))
 	m.Handle("GET /api/v1/shadow", h.api(h.apiShadow))
 	m.HandleFunc("/api/v1/", func(w http.ResponseWriter, r *http.Request) {

@@ -330,7 +330,8 @@ func TestPages(t *testing.T) {
 
 	run := get("/dashboard/runs/" + id(f.failedRun))
 	for _, want := range []string{
-		`<a href="https://evidence.example.com/acme/log.txt" rel="noreferrer noopener">log</a>`,
+		`<a href="/dashboard/evidence?key=review-artifacts%2Facme%252Fweb%2Fabc%2Fevidence%2F1%2Flog.txt" rel="noreferrer noopener">log</a>`,
+		`<a class="open-evidence" href="/dashboard/evidence?key=review-artifacts%2Facme%252Fweb%2Fabc%2Fevidence%2F1%2Flog.txt" rel="noreferrer noopener">open</a>`,
 		`<code class="key">review-artifacts/acme%2Fweb/abc/evidence/1/junit.xml</code>`,
 		"s3: 503 SlowDown", "lint failed: 3 errors", "pnpm run lint", "not run because an earlier step failed",
 		"1 of 2 steps agreed", "crabbox", "node 22.11.0", "isolation_tier",
@@ -361,7 +362,9 @@ func TestPages(t *testing.T) {
 		}
 	}
 	queue := get("/dashboard/queue")
-	for _, want := range []string{"Queued (1)", "Running (1)", "Dead (1)", "sandbox api: 503", "worker-1"} {
+	for _, want := range []string{`id="jobs-queued"`, `id="jobs-running"`, `id="jobs-dead"`, `<h2 id="failed">`, `<h2 id="cancelled">`,
+		"sandbox api: 503", "worker-1", "2 recorded attempts", `action="/dashboard/queue/` + id(f.queuedJob) + `/cancel"`,
+		`action="/dashboard/queue/` + id(f.deadJob) + `/retry"`} {
 		if !strings.Contains(queue, want) {
 			t.Errorf("queue page lacks %q", want)
 		}
@@ -431,7 +434,9 @@ func TestAPI(t *testing.T) {
 		t.Errorf("run: %v / %v", run.Run, run.Record["outcome"])
 	}
 	if len(run.Artifacts) != 3 || run.Artifacts[0]["url"] != "https://evidence.example.com/acme/log.txt" ||
-		run.Artifacts[1]["url"] != nil || run.Artifacts[2]["url"] != nil || run.Artifacts[2]["status"] != "failed" {
+		run.Artifacts[0]["open_url"] != dashboard.EvidencePath(logKey) || run.Artifacts[0]["error"] != nil ||
+		run.Artifacts[1]["url"] != nil || run.Artifacts[2]["url"] != nil || run.Artifacts[2]["open_url"] != nil ||
+		run.Artifacts[2]["status"] != "failed" || run.Artifacts[2]["error"] != "s3: 503 SlowDown" {
 		t.Errorf("artifacts: %v", run.Artifacts)
 	}
 	if run.Shadow["executor"] != "crabbox" || run.Shadow["steps_agreed"] != 1.0 || run.Shadow["steps_total"] != 2.0 {
@@ -485,7 +490,9 @@ func TestAPI(t *testing.T) {
 	for _, j := range jobs.Jobs {
 		states[j["state"].(string)] = j
 	}
-	if len(jobs.Jobs) != 3 || states["queued"]["lease_owner"] != nil || states["running"]["lease_owner"] != "worker-1" ||
+	if len(jobs.Jobs) != 5 || states["failed"]["last_error"] != "get pull request: 404 Not Found" ||
+		states["cancelled"]["reason"] != "cancelled by an operator" || states["queued"]["reason"] != nil ||
+		states["queued"]["lease_owner"] != nil || states["running"]["lease_owner"] != "worker-1" ||
 		states["dead"]["attempts"] != 2.0 || states["running"]["lease_expires_at"] == nil || states["queued"]["lease_expires_at"] != nil {
 		t.Errorf("jobs: %v", jobs.Jobs)
 	}
@@ -499,30 +506,6 @@ func TestAPI(t *testing.T) {
 	getJSON("/api/v1/shadow", &shadow)
 	if len(shadow.Pairs) != 1 || shadow.Pairs[0]["runs"] != 9.0 || shadow.Pairs[0]["outcomes_agreed"] != 8.0 {
 		t.Errorf("shadow pairs: %v", shadow.Pairs)
-	}
-}
-
-// A job's page — the check run's details_url — shows its latest run, or
-// the queue while it has none.
-func TestJobPage(t *testing.T) {
-	f := newFixture(t)
-	srv := f.server(t)
-	c := newClient(t, srv.URL)
-	run, err := f.db.RunView(t.Context(), f.failedRun)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for path, want := range map[string]string{
-		dashboard.JobPath(run.JobID):   "/dashboard/runs/" + strconv.FormatInt(f.failedRun, 10),
-		dashboard.JobPath(f.queuedJob): "/dashboard/queue",
-	} {
-		resp, _ := c.do(http.MethodGet, path, nil, "Authorization", "Bearer "+testToken)
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != want {
-			t.Errorf("GET %s: %d to %q, want 303 to %s", path, resp.StatusCode, resp.Header.Get("Location"), want)
-		}
-	}
-	if resp, _ := c.do(http.MethodGet, dashboard.JobPath(run.JobID), nil); resp.StatusCode != http.StatusUnauthorized {
-		t.Errorf("a job page without the token answered %d, want 401", resp.StatusCode)
 	}
 }
 

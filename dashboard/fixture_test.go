@@ -14,11 +14,27 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/dashboard"
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
 const testToken = "correct-horse-battery-staple-42"
+
+// logKey holds the failed run's log in the fixture's evidence store.
+const (
+	logKey  = "review-artifacts/acme%2Fweb/abc/evidence/1/log.txt"
+	logBody = "FAIL src/app.test.ts > adds\n  expected 3, got 4 <script>alert(2)</script>\n"
+)
+
+// fsEvidence is the dashboard's Evidence over the filesystem store, as
+// gilf serve wires it.
+type fsEvidence struct{ s *evidence.FSStore }
+
+func (e fsEvidence) OpenEvidence(_ context.Context, key string) (dashboard.EvidenceObject, error) {
+	rc, err := e.s.Open(key)
+	return dashboard.EvidenceObject{Body: rc}, err
+}
 
 // xss is untrusted text that must reach every page escaped.
 const xss = `<script>alert("x")</script><img src=x onerror=alert(1)>`
@@ -49,9 +65,11 @@ func ptr[T any](v T) *T { return &v }
 type fixture struct {
 	db    *store.DB
 	clock *clock
+	ev    *evidence.FSStore // holds the failed run's log artifact
 	// Runs by role.
 	failedRun, refusedRun, passedRun, xssRun int64
 	deadJob, queuedJob, runningJob           int64
+	failedJob, cancelledJob                  int64
 	n                                        int
 }
 
@@ -68,7 +86,15 @@ func newFixture(t *testing.T) *fixture {
 			t.Errorf("close store: %v", err)
 		}
 	})
-	f := &fixture{db: db, clock: c}
+	ev, err := evidence.NewFSStore(t.TempDir(), evidence.FSOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ev.Close() })
+	if _, err := ev.Put(context.Background(), evidence.Object{Key: logKey, Kind: evidence.KindLog, Body: []byte(logBody)}); err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{db: db, clock: c, ev: ev}
 	f.fill(t)
 	return f
 }
@@ -207,13 +233,23 @@ func (f *fixture) fill(t *testing.T) {
 	}
 	f.runningJob = f.job(t, "acme/api", 51)
 	f.claim(t, f.runningJob)
+	// A job a permanent error ended, and one an operator cancelled.
+	f.failedJob = f.job(t, "acme/docs", 53)
+	j := f.claim(t, f.failedJob)
+	if _, err := f.db.Retry(context.Background(), j.Lease, store.Failure{Err: errors.New("get pull request: 404 Not Found"), Transient: false}); err != nil {
+		t.Fatal(err)
+	}
+	f.cancelledJob = f.job(t, "acme/docs", 54)
+	if _, err := f.db.CancelJob(context.Background(), f.cancelledJob, "cancelled by an operator"); err != nil {
+		t.Fatal(err)
+	}
 	f.queuedJob = f.job(t, "acme/web", 52)
 }
 
 // server serves the fixture's dashboard on 127.0.0.1.
 func (f *fixture) server(t *testing.T) *httptest.Server {
 	t.Helper()
-	h, err := dashboard.New(dashboard.Config{Token: testToken, Reader: f.db, Queue: f.db,
+	h, err := dashboard.New(dashboard.Config{Token: testToken, Reader: f.db, Queue: f.db, Cancel: f.db, Evidence: fsEvidence{f.ev},
 		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
 		Logger:     slog.New(slog.NewTextHandler(io.Discard, nil)), Now: f.clock.Now})
 	if err != nil {

@@ -116,8 +116,8 @@ func pathID(r *http.Request) (int64, error) {
 	return id, nil
 }
 
-// evidenceLink is one evidence reference of a finding: a link only when
-// its URL is http(s), else its key as text.
+// evidenceLink is one evidence reference of a finding: a link to the
+// dashboard's evidence route or an http(s) URL, else its key as text.
 type evidenceLink struct {
 	Kind, Key, URL string
 }
@@ -130,6 +130,8 @@ type findingView struct {
 type runData struct {
 	Run      validation.RunView
 	Findings []findingView
+	// Links are the artifacts' links, by index ("" for none).
+	Links []string
 }
 
 func (h *Handler) runPage(r *http.Request, v *view) error {
@@ -145,39 +147,15 @@ func (h *Handler) runPage(r *http.Request, v *view) error {
 	for _, f := range run.Record.Findings {
 		fv := findingView{Finding: f}
 		for _, e := range f.Evidence {
-			fv.Links = append(fv.Links, evidenceLink{Kind: e.Kind, Key: e.Key, URL: safeURL(e.URL)})
+			fv.Links = append(fv.Links, evidenceLink{Kind: e.Kind, Key: e.Key, URL: h.evidenceURL(e)})
 		}
 		d.Findings = append(d.Findings, fv)
 	}
+	for _, a := range run.Artifacts {
+		d.Links = append(d.Links, h.artifactURL(a))
+	}
 	v.Template, v.Title, v.Active, v.Data = "run", "Run "+strconv.FormatInt(id, 10), "runs", d
 	return nil
-}
-
-// JobPath is the page of a job, the check run's details_url: it shows the
-// job's latest run, or the queue while the job has none yet.
-func JobPath(id int64) string { return "/dashboard/jobs/" + strconv.FormatInt(id, 10) }
-
-// jobPage redirects a job to its latest run, or to the queue.
-func (h *Handler) jobPage(w http.ResponseWriter, r *http.Request) {
-	if _, ok := h.authenticate(r); !ok {
-		h.showLogin(w, r, http.StatusUnauthorized, "")
-		return
-	}
-	id, err := pathID(r)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	page, err := h.cfg.Reader.RunList(r.Context(), validation.RunQuery{Job: id, Limit: 1})
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	if len(page.Runs) == 0 {
-		http.Redirect(w, r, "/dashboard/queue", http.StatusSeeOther)
-		return
-	}
-	http.Redirect(w, r, "/dashboard/runs/"+strconv.FormatInt(page.Runs[0].ID, 10), http.StatusSeeOther)
 }
 
 // parseDays reads ?days=N (1–366), the window of the stats pages.
@@ -201,80 +179,34 @@ func (h *Handler) since(days int) time.Time {
 }
 
 type costsData struct {
-	Days   int
-	Since  time.Time
-	Rows   []validation.CostDay
-	Totals []executorTotal
-	Chart  chart
+	Days       int
+	Since      time.Time
+	Rows       []validation.CostDay
+	Totals     []costTotal
+	Chart      chart
+	RepoRows   []validation.RepoCostDay
+	RepoTotals []costTotal
+	RepoChart  repoChart
+	TopRepos   int
 }
 
 func (h *Handler) costsPage(r *http.Request, v *view) error {
-	days, err := parseDays(r.URL.Query())
+	cq, err := h.parseCostQuery(r.URL.Query())
 	if err != nil {
 		return err
 	}
-	since := h.since(days)
-	rows, err := h.cfg.Reader.CostDays(r.Context(), since)
+	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
 	if err != nil {
 		return err
 	}
+	repos, err := h.cfg.Reader.CostsByRepo(r.Context(), cq.since)
+	if err != nil {
+		return err
+	}
+	rt := repoTotals(repos)
 	v.Template, v.Title, v.Active = "costs", "Costs", "costs"
-	v.Data = costsData{Days: days, Since: since, Rows: rows, Totals: totals(rows), Chart: costChart(since, days, rows)}
-	return nil
-}
-
-type queueData struct {
-	Queued, Running, Dead []validation.JobView
-	Limit                 int // each list shows at most this many
-	Message               string
-}
-
-func (h *Handler) queuePage(r *http.Request, v *view) error {
-	d := queueData{Limit: validation.MaxRunPage}
-	// One read per state, so a long queue cannot hide the dead jobs.
-	for _, l := range []struct {
-		state string
-		into  *[]validation.JobView
-	}{{"queued", &d.Queued}, {"running", &d.Running}, {"dead", &d.Dead}} {
-		jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: []string{l.state}, Limit: d.Limit})
-		if err != nil {
-			return err
-		}
-		*l.into = jobs
-	}
-	q := r.URL.Query()
-	switch {
-	case q.Get("requeued") != "":
-		d.Message = "Job " + q.Get("requeued") + " was queued again as a re-run."
-	case q.Get("unchanged") != "":
-		d.Message = "Job " + q.Get("unchanged") + " was not queued again: it is " + q.Get("state") +
-			", or a newer job of its pull request replaced it."
-	}
-	v.Template, v.Title, v.Active, v.Data = "queue", "Queue", "queue", d
-	return nil
-}
-
-// RerunReason is the reason a job re-queued from the dashboard carries.
-const RerunReason = "re-run from the dashboard"
-
-func (h *Handler) retry(w http.ResponseWriter, r *http.Request, _ session) error {
-	id, err := pathID(r)
-	if err != nil {
-		return err
-	}
-	state, ok, err := h.cfg.Queue.RerunJob(r.Context(), id, RerunReason)
-	if err != nil {
-		return err
-	}
-	q := url.Values{}
-	if ok {
-		h.cfg.Logger.Info("job re-queued from the dashboard", "job_id", id)
-		q.Set("requeued", strconv.FormatInt(id, 10))
-	} else {
-		q.Set("unchanged", strconv.FormatInt(id, 10))
-		q.Set("state", state)
-	}
-	http.Redirect(w, r, "/dashboard/queue?"+q.Encode(), http.StatusSeeOther)
+	v.Data = costsData{Days: cq.days, Since: cq.since, Rows: rows, Totals: totals(rows), Chart: costChart(cq.since, cq.days, rows),
+		RepoRows: repos, RepoTotals: rt, RepoChart: newRepoChart(rt), TopRepos: TopRepos}
 	return nil
 }
 

@@ -197,8 +197,8 @@ func funcs() template.FuncMap {
 			return fmt.Sprintf("%.0f%%", 100*float64(a)/float64(b))
 		},
 		"join": strings.Join,
-		"jobs": func(jobs []validation.JobView, retry bool, csrf string) jobsTable {
-			return jobsTable{Jobs: jobs, Retry: retry, CSRF: csrf}
+		"move": func(id int64, state, csrf string, back bool) jobMove {
+			return jobMove{ID: id, State: state, CSRF: csrf, Back: back}
 		},
 		"bytes": humanBytes,
 		"outcomeClass": func(o validation.Outcome) string {
@@ -210,11 +210,12 @@ func funcs() template.FuncMap {
 	}
 }
 
-// jobsTable is the queue page's table of one state.
-type jobsTable struct {
-	Jobs  []validation.JobView
-	Retry bool // dead jobs: a retry button per row
+// jobMove is the retry or cancel button of a job.
+type jobMove struct {
+	ID    int64
+	State string
 	CSRF  string
+	Back  bool // return to the job's page, not the queue
 }
 
 func humanBytes(n int64) string {

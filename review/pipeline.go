@@ -397,14 +397,19 @@ func (p *Pipeline) finishStale(ctx context.Context, j Job, base CheckProgress, c
 
 // GaveUp is the check run of a job that ended without a result (its
 // retries used up, or a failure no retry can change): attempts is how
-// many it had.
-func GaveUp(j Job, attempts int) Publication {
+// many it had; detailsURL, when set, is the job's page on the dashboard,
+// which shows each attempt's error.
+func GaveUp(j Job, attempts int, detailsURL string) Publication {
+	where := "the operator can see why in gilf's log"
+	if detailsURL != "" {
+		where = "Details shows each attempt's error on gilf's dashboard"
+	}
 	return Publication{
-		HeadSHA: j.HeadSHA, Conclusion: ConclusionNeutral, NoReview: true,
+		HeadSHA: j.HeadSHA, Conclusion: ConclusionNeutral, NoReview: true, DetailsURL: detailsURL,
 		Title: "gilf validation: ⚠️ not validated — gilf gave up",
 		Summary: fmt.Sprintf("gilf's own infrastructure failed (%d %s), so this head was not validated. "+
-			"This says nothing about the pull request; the operator can see why in gilf's log. Re-run to try again.",
-			attempts, plural(attempts, "attempt", "attempts")),
+			"This says nothing about the pull request; %s. Re-run to try again.",
+			attempts, plural(attempts, "attempt", "attempts"), where),
 	}
 }
 

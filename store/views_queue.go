@@ -25,8 +25,7 @@ func (d *DB) JobList(ctx context.Context, q validation.JobQuery) ([]validation.J
 	}
 	args = append(args, limit)
 	marks := strings.TrimSuffix(strings.Repeat("?,", len(states)), ",")
-	rows, err := d.r.QueryContext(ctx, `SELECT id, repo, pr, head_sha, state, reason, attempts, reruns, last_error,
-			next_attempt_at, lease_owner, lease_expires_at, created_at, updated_at
+	rows, err := d.r.QueryContext(ctx, `SELECT `+sqlJobColumns+`
 		FROM jobs WHERE state IN (`+marks+`) ORDER BY updated_at DESC, id DESC LIMIT ?`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
@@ -34,17 +33,10 @@ func (d *DB) JobList(ctx context.Context, q validation.JobQuery) ([]validation.J
 	defer rows.Close()
 	out := []validation.JobView{}
 	for rows.Next() {
-		var j validation.JobView
-		var owner sql.NullString
-		var exp sql.NullInt64
-		var next, created, updated int64
-		if err := rows.Scan(&j.ID, &j.Repo, &j.PR, &j.HeadSHA, &j.State, &j.Reason, &j.Attempts, &j.Reruns,
-			&j.LastError, &next, &owner, &exp, &created, &updated); err != nil {
+		j, err := scanJobView(rows)
+		if err != nil {
 			return nil, fmt.Errorf("list jobs: %w", err)
 		}
-		j.LeaseOwner = owner.String
-		j.LeaseExpires = fromMs(exp.Int64)
-		j.NextAttemptAt, j.CreatedAt, j.UpdatedAt = fromMs(next), fromMs(created), fromMs(updated)
 		out = append(out, j)
 	}
 	if err := rows.Err(); err != nil {

@@ -84,6 +84,9 @@ type Config struct {
 	// accepts "/gilf <command>" only.
 	Commands bool
 	AppSlug  string
+	// Rejected, when set, is told why each refused delivery was refused
+	// (RejectReason); it must not block.
+	Rejected func(reason string)
 }
 
 // Handler is the http.Handler for POST /webhook.
@@ -99,6 +102,8 @@ type Handler struct {
 	bad     *failguard.Guard
 	trusted []netip.Prefix
 	rules   rules
+
+	rejected func(string) // Config.Rejected, or nil
 }
 
 // New returns the intake handler. It refuses an empty secret: a webhook
@@ -127,6 +132,7 @@ func New(inbox Inbox, logger *slog.Logger, cfg Config) (*Handler, error) {
 	}
 	h.allow = cfg.Allow
 	h.rules = rules{appID: cfg.AppID, commands: cfg.Commands, slug: cfg.AppSlug}
+	h.rejected = cfg.Rejected
 	h.trusted = append([]netip.Prefix(nil), cfg.TrustedProxies...)
 	h.bad = newBadSignatures(cfg.BadSignatureLimit, cfg.BadSignatureWindow, h.now)
 	return h, nil
@@ -157,6 +163,9 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	rep, err := h.serve(w, r, &buf)
 	if err != nil {
 		code, msg := statusOf(err)
+		if h.rejected != nil {
+			h.rejected(RejectReason(err))
+		}
 		attrs := []any{"delivery_id", safeHeader(r.Header.Get("X-GitHub-Delivery")), "event",
 			safeHeader(r.Header.Get("X-GitHub-Event")), "status", code, "err", err}
 		if code >= 500 {

@@ -35,6 +35,9 @@ type storeQueue struct {
 	// finish, when set, completes the check run of a job that ends
 	// without a result (dead or failed), so none stays in progress.
 	finish review.CheckFinisher
+	// details, when set, is a job's page on the dashboard (the check
+	// run's details_url; "" without GILF_DASHBOARD_URL).
+	details func(jobID int64) string
 
 	now func() time.Time // job durations
 
@@ -111,6 +114,7 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 	q.mu.Unlock()
 	q.metrics.claimed.Inc()
 	q.metrics.running.Inc()
+	q.metrics.more.observeClaim(j, q.now())
 	rj := jobOf(j, q.store)
 	if j.Rerun > 0 {
 		// A re-run carries why it was asked in the job's reason: the
@@ -207,7 +211,9 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	if len(res.HookErrors) > 0 {
 		q.log.Warn("post-run hooks failed; original findings kept", "job_id", c.Job.ID, "errors", res.HookErrors)
 	}
-	runID, err := q.db.Finish(ctx, l, runRecord(res))
+	run := runRecord(res)
+	stampRun(&run.Record, q.claimedAt(c), q.now())
+	runID, err := q.db.Finish(ctx, l, run)
 	if err != nil {
 		res.Shadow.Stop() // its run is not recorded
 		result := "store_error"
@@ -223,6 +229,7 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	q.metrics.finished.WithLabelValues(string(store.StateDone)).Inc()
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
 	q.metrics.jobs.observe(res, q.now().Sub(q.claimedAt(c)))
+	q.metrics.more.observeRun(res, run)
 	q.log.Info("job done", "job_id", c.Job.ID, "run_id", runID, "outcome", res.Record.Outcome,
 		"executor", res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
 	return nil
@@ -256,7 +263,7 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 	if q.finish != nil && c.Job.InstallationID != 0 {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), review.ProgressTimeout)
 		defer cancel()
-		if err := q.finish.FinishCheck(fctx, c.Job, review.GaveUp(c.Job, c.Job.Attempt)); err != nil {
+		if err := q.finish.FinishCheck(fctx, c.Job, review.GaveUp(c.Job, c.Job.Attempt, q.detailsURL(c.Job.ID))); err != nil {
 			q.log.Warn("check run of a job that gave up not completed", "job_id", c.Job.ID, "err", err)
 		}
 	}
@@ -304,8 +311,33 @@ func (q *storeQueue) Abandoned(ctx context.Context, c review.Claim) {
 	defer cancel()
 	if err := q.finish.FinishCheck(fctx, c.Job, review.Publication{
 		HeadSHA: c.Job.HeadSHA, Conclusion: review.ConclusionNeutral, NoReview: true, Title: title, Summary: summary,
+		DetailsURL: q.detailsURL(c.Job.ID),
 	}); err != nil {
 		q.log.Warn("check run of an abandoned job not completed", "job_id", c.Job.ID, "err", err)
+	}
+}
+
+// detailsURL is the dashboard's page of a job, "" without one.
+func (q *storeQueue) detailsURL(id int64) string {
+	if q.details == nil {
+		return ""
+	}
+	return q.details(id)
+}
+
+// stampRun gives a record that ran nothing (refused before an executor
+// was chosen, or a job without an installation) the times of its
+// attempt, so it is found by date like any run: claimed is when this
+// process claimed the job, now when the result was recorded.
+func stampRun(rec *validation.Record, claimed, now time.Time) {
+	if rec.Started.IsZero() {
+		rec.Started = claimed
+	}
+	if rec.Finished.IsZero() {
+		rec.Finished = now
+	}
+	if rec.Finished.Before(rec.Started) {
+		rec.Finished = rec.Started
 	}
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -8,8 +9,10 @@ import (
 	"net/netip"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/gilf-review/gilf/dashboard"
+	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -56,19 +59,52 @@ func loadDashboard(getenv func(string) string) (DashboardConfig, error) {
 	return c, nil
 }
 
-// The store is the dashboard's reader and queue.
+// The store is the dashboard's reader, queue and canceller.
 var (
-	_ dashboard.Reader   = (*store.DB)(nil)
-	_ dashboard.Requeuer = (*store.DB)(nil)
+	_ dashboard.Reader    = (*store.DB)(nil)
+	_ dashboard.Requeuer  = (*store.DB)(nil)
+	_ dashboard.Canceller = (*store.DB)(nil)
 )
 
 // newDashboard builds the dashboard's handler (serve builds it only when
-// c is Enabled).
-func newDashboard(c DashboardConfig, trusted []netip.Prefix, db *store.DB, log *slog.Logger) (http.Handler, error) {
-	h, err := dashboard.New(dashboard.Config{Token: c.Token.Reveal(), Reader: db, Queue: db,
-		IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) }, Logger: log, TrustedProxies: trusted})
+// c is Enabled). ev is the evidence store, nil when evidence is off.
+func newDashboard(c DashboardConfig, trusted []netip.Prefix, db *store.DB, ev evidence.Store, log *slog.Logger) (http.Handler, error) {
+	h, err := dashboard.New(dashboard.Config{Token: c.Token.Reveal(), Reader: db, Queue: db, Cancel: db,
+		Evidence: dashboardEvidence(ev), IsNotFound: func(err error) bool { return errors.Is(err, store.ErrNotFound) },
+		Logger: log, TrustedProxies: trusted})
 	if err != nil {
 		return nil, fmt.Errorf("dashboard: %w", err)
 	}
 	return h, nil
+}
+
+// EvidenceLinkTTL is how long a presigned evidence link the dashboard
+// hands out lives: long enough to load, not to keep.
+const EvidenceLinkTTL = 5 * time.Minute
+
+// dashboardEvidence opens the evidence store's objects for the
+// dashboard: the filesystem store's bytes, or a presigned S3 link. nil
+// when there is no store.
+func dashboardEvidence(ev evidence.Store) dashboard.Evidence {
+	switch s := ev.(type) {
+	case *evidence.FSStore:
+		return fsEvidence{s}
+	case *evidence.S3Store:
+		return s3Evidence{s}
+	}
+	return nil
+}
+
+type fsEvidence struct{ s *evidence.FSStore }
+
+func (e fsEvidence) OpenEvidence(_ context.Context, key string) (dashboard.EvidenceObject, error) {
+	rc, err := e.s.Open(key)
+	return dashboard.EvidenceObject{Body: rc}, err
+}
+
+type s3Evidence struct{ s *evidence.S3Store }
+
+func (e s3Evidence) OpenEvidence(ctx context.Context, key string) (dashboard.EvidenceObject, error) {
+	u, err := e.s.PresignGet(ctx, key, EvidenceLinkTTL)
+	return dashboard.EvidenceObject{URL: u}, err
 }

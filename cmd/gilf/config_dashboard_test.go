@@ -62,7 +62,7 @@ func TestDashboardRoutes(t *testing.T) {
 	}
 
 	const tok = "0123456789abcdef-dashboard"
-	dash, err := newDashboard(DashboardConfig{Token: NewSecret(tok)}, nil, db, log)
+	dash, err := newDashboard(DashboardConfig{Token: NewSecret(tok)}, nil, db, nil, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -99,6 +99,9 @@ type SelfHostConfig struct {
 	Command string             // GILF_SELF_HOST_COMMAND
 	Network validation.Network // GILF_SELF_HOST_NETWORK
 	Timeout time.Duration      // GILF_SELF_HOST_TIMEOUT_MS
+	// Resources are GILF_SELF_HOST_VCPU and GILF_SELF_HOST_MEMORY_GIB
+	// (config_selfhost_cost.go).
+	Resources executors.Resources
 }
 
 // CrabboxConfig is the managed-crabbox executor.
@@ -219,6 +222,7 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 	}
 	errs = millisOr(getenv, "GILF_VALIDATION_SHADOW_TIMEOUT_MS", &s.Shadow.Timeout, errs)
 	errs = millisOr(getenv, "GILF_SELF_HOST_TIMEOUT_MS", &s.SelfHost.Timeout, errs)
+	s.SelfHost.Resources, errs = selfHostResources(getenv, errs)
 	if v := strings.TrimSpace(getenv(selfhost.NetworkEnv)); v != "" {
 		switch n := validation.Network(strings.ToLower(v)); n {
 		case validation.NetworkNone, validation.NetworkFull:

@@ -12,17 +12,19 @@ import (
 	"github.com/gilf-review/gilf/store"
 )
 
-const costsUsage = `usage: gilf costs [--since D] [--json]
+const costsUsage = `usage: gilf costs [--since D] [--by day|repository] [--json | --csv]
 
-Estimated validation spend from the store in GILF_DATA_DIR (or
-GILF_DATABASE_URL), by UTC day and executor: wall-clock seconds priced by
-the executors' rate cards. Estimates, not bills; a run without a rate card
-or its inputs has an unknown cost, never zero.
+Print the estimated validation spend recorded in the store (GILF_DATA_DIR, or
+GILF_DATABASE_URL): by UTC day, executor and lane, or with --by repository
+also by the repository of each job. Costs are estimates (wall-clock seconds
+× rate card, tokens × model card), not bills; a row nobody could price says
+"no estimate", never $0. It reads the store while gilf serve runs.
 
 `
 
-// runCosts is `gilf costs [--since D] [--json]`: estimated spend by
-// executor and UTC day from the store, the data a cost dashboard reads.
+// runCosts is `gilf costs`: estimated spend by UTC day, executor and
+// lane (and repository, --by repository) from the store, the data a cost
+// dashboard reads.
 func runCosts(ctx context.Context, env Env, args []string) int {
 	fs := flag.NewFlagSet("costs", flag.ContinueOnError)
 	fs.SetOutput(env.Stderr)
@@ -31,7 +33,9 @@ func runCosts(ctx context.Context, env Env, args []string) int {
 		fs.PrintDefaults()
 	}
 	since := fs.String("since", "", "first UTC day to include, YYYY-MM-DD, or a duration back from now (720h); default: the start of this month")
+	by := fs.String("by", "day", "group by day (day × executor × lane) or repository (repository × day × executor × lane)")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
+	asCSV := fs.Bool("csv", false, "print CSV (a header line, then one row per group; an unknown cost is an empty cell)")
 	if err := fs.Parse(args); err != nil {
 		if err == flag.ErrHelp {
 			return exitOK
@@ -40,6 +44,14 @@ func runCosts(ctx context.Context, env Env, args []string) int {
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(env.Stderr, "gilf costs: unexpected argument %q\n", fs.Arg(0))
+		return exitUsage
+	}
+	if *by != "day" && *by != "repository" {
+		fmt.Fprintf(env.Stderr, "gilf costs: --by %q: want day or repository\n", *by)
+		return exitUsage
+	}
+	if *asJSON && *asCSV {
+		fmt.Fprintln(env.Stderr, "gilf costs: --json and --csv: choose one")
 		return exitUsage
 	}
 	from, err := parseSince(*since, time.Now())
@@ -59,16 +71,51 @@ func runCosts(ctx context.Context, env Env, args []string) int {
 		return exitUsage
 	}
 	defer db.Close()
-	rows, err := db.CostsByDay(ctx, from)
+	var rows []costs.Row
+	if *by == "repository" {
+		rows, err = repoCostRows(ctx, db, from)
+	} else {
+		rows, err = dayCostRows(ctx, db, from)
+	}
+	if err == nil {
+		switch {
+		case *asCSV:
+			err = costs.WriteCSV(env.Stdout, rows, *by == "repository")
+		default:
+			err = writeCosts(env.Stdout, rows, *asJSON)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
 		return exitUsage
 	}
-	if err := writeCosts(env.Stdout, rows, *asJSON); err != nil {
-		fmt.Fprintf(env.Stderr, "gilf costs: %v\n", err)
-		return exitUsage
-	}
 	return exitOK
+}
+
+func dayCostRows(ctx context.Context, db *store.DB, from time.Time) ([]costs.Row, error) {
+	days, err := db.CostsByDay(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]costs.Row, 0, len(days))
+	for _, r := range days {
+		out = append(out, costs.Row{Day: r.Day, Executor: r.Executor, Lane: string(r.Lane), Spans: r.Spans, Priced: r.Priced,
+			USD: r.USD, Seconds: r.Seconds, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens})
+	}
+	return out, nil
+}
+
+func repoCostRows(ctx context.Context, db *store.DB, from time.Time) ([]costs.Row, error) {
+	days, err := db.CostsByRepo(ctx, from)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]costs.Row, 0, len(days))
+	for _, r := range days {
+		out = append(out, costs.Row{Day: r.Day, Repository: r.Repo, Executor: r.Executor, Lane: r.Lane, Spans: r.Spans,
+			Priced: r.Priced, USD: r.USD, Seconds: r.Seconds, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens})
+	}
+	return out, nil
 }
 
 // parseSince reads --since: a UTC day, a duration back from now, or
@@ -88,25 +135,27 @@ func parseSince(s string, now time.Time) (time.Time, error) {
 
 // costRow is one line of `gilf costs --json`.
 type costRow struct {
-	Day      string   `json:"day"`
-	Executor string   `json:"executor"`
-	Lane     string   `json:"lane"`
-	Runs     int      `json:"runs"`
-	Unpriced int      `json:"unpriced"`
-	USD      *float64 `json:"usd"` // null: no run of the row had an estimate
-	Seconds  float64  `json:"seconds"`
+	Day string `json:"day"`
+	// Repository is set with --by repository.
+	Repository string   `json:"repository,omitempty"`
+	Executor   string   `json:"executor"`
+	Lane       string   `json:"lane"`
+	Runs       int      `json:"runs"`
+	Unpriced   int      `json:"unpriced"`
+	USD        *float64 `json:"usd"` // null: no run of the row had an estimate
+	Seconds    float64  `json:"seconds"`
 	// InputTokens and OutputTokens are the semantic lane's, summed.
 	InputTokens  int64  `json:"inputTokens,omitempty"`
 	OutputTokens int64  `json:"outputTokens,omitempty"`
 	Method       string `json:"method"` // estimate:wall-clock, or estimate:tokens for the semantic lane
 }
 
-func writeCosts(w io.Writer, rows []store.DayCost, asJSON bool) error {
+func writeCosts(w io.Writer, rows []costs.Row, asJSON bool) error {
 	out := make([]costRow, 0, len(rows))
 	for _, r := range rows {
-		out = append(out, costRow{Day: r.Day, Executor: r.Executor, Lane: string(r.Lane), Runs: r.Spans,
+		out = append(out, costRow{Day: r.Day, Repository: r.Repository, Executor: r.Executor, Lane: r.Lane, Runs: r.Spans,
 			Unpriced: r.Spans - r.Priced, USD: r.USD, Seconds: r.Seconds,
-			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Method: costs.MethodFor(string(r.Lane))})
+			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens, Method: costs.MethodFor(r.Lane)})
 	}
 	if asJSON {
 		enc := json.NewEncoder(w)
@@ -115,7 +164,7 @@ func writeCosts(w io.Writer, rows []store.DayCost, asJSON bool) error {
 	}
 	totals := make([]costs.DayTotal, 0, len(out))
 	for _, r := range out {
-		t := costs.DayTotal{Day: r.Day, Executor: r.Executor + " (" + r.Lane + ")", Spans: r.Runs, Unpriced: r.Unpriced,
+		t := costs.DayTotal{Day: r.Day, Repository: r.Repository, Executor: r.Executor + " (" + r.Lane + ")", Spans: r.Runs, Unpriced: r.Unpriced,
 			InputTokens: r.InputTokens, OutputTokens: r.OutputTokens}
 		if r.USD != nil {
 			t.USD = *r.USD

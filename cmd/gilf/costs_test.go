@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/store"
-	"github.com/gilf-review/gilf/validation"
 )
 
 func TestParseSince(t *testing.T) {
@@ -41,11 +39,7 @@ func TestParseSince(t *testing.T) {
 // back through `gilf costs`, as table and as JSON.
 func TestCostsCommand(t *testing.T) {
 	ctx := context.Background()
-	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	db, dir := openCostsStore(t)
 	now := time.Now().UTC()
 	usd, modelUSD := 0.0046, 0.0014
 	in, out := int64(1234), int64(567)
@@ -55,19 +49,7 @@ func TestCostsCommand(t *testing.T) {
 			{Lane: store.LaneSemantic, Executor: "model:m", Started: now.Add(-time.Second), Finished: now,
 				InputTokens: &in, OutputTokens: &out, USD: &modelUSD, Method: costs.MethodTokens}},
 	} {
-		sha := strings.Repeat(string(rune('a'+i)), 40)
-		if _, err := db.RecordDelivery(ctx, validation.Delivery{ID: "d-" + sha[:8], Event: "pull_request", Action: "opened",
-			InstallationID: 1, Repo: "o/r", PR: i + 1, HeadSHA: sha, ReceivedAt: now, Status: validation.DeliveryQueued, Body: []byte("{}")},
-			&validation.JobSpec{Repo: "o/r", PR: i + 1, HeadSHA: sha, InstallationID: 1, Trigger: "opened"}); err != nil {
-			t.Fatalf("record delivery: %v", err)
-		}
-		job, ok, err := db.Claim(ctx, "test", time.Minute)
-		if err != nil || !ok {
-			t.Fatalf("claim: %v %v", ok, err)
-		}
-		if _, err := db.Finish(ctx, job.Lease, store.RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}, Spans: spans}); err != nil {
-			t.Fatalf("finish: %v", err)
-		}
+		finishWithSpans(t, db, "o/r", i+1, spans...)
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)

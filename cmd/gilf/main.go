@@ -57,6 +57,7 @@ func commands() []command {
 		{"prune", "drop delivery bodies and step output older than GILF_RETENTION_DAYS, once", runPrune},
 		{"backup", "write a consistent copy of the store to a directory, also while serve runs", runBackup},
 		{"seccomp-filter", "write the local sandbox's seccomp filter, for a self-host command's bwrap --seccomp", runSeccompFilter},
+		{"deliver", "sign a webhook payload file with GILF_WEBHOOK_SECRET and post it to a running gilf serve", runDeliver},
 	}
 }
 

@@ -160,12 +160,14 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	queue := newStoreQueue(db, log, metrics)
 	queue.store = storeID
 	queue.finish = githubPublisher{c: gc, posted: db}
+	queue.details = sc.Dashboard.DetailsURL
 	wake := make(chan struct{}, 1)
 	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
 	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics, store: storeID}), log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies,
-			Commands: cfg.Commands.Enabled, AppSlug: cfg.Commands.Slug})
+			Commands: cfg.Commands.Enabled, AppSlug: cfg.Commands.Slug,
+			Rejected: metrics.more.reject})
 	if err != nil {
 		return fmt.Errorf("webhook: %w", err)
 	}
@@ -184,12 +186,12 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	}
 	var dash http.Handler
 	if sc.Dashboard.Enabled() {
-		if dash, err = newDashboard(sc.Dashboard, sc.TrustedProxies, db, log); err != nil {
+		if dash, err = newDashboard(sc.Dashboard, sc.TrustedProxies, db, evStore, log); err != nil {
 			return err
 		}
 	}
 	srv := &http.Server{
-		Handler:           routes(hook, ready, metrics, log, dash),
+		Handler:           routes(metrics.more.timeWebhook(hook, time.Now), ready, metrics, log, dash),
 		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
 		ReadTimeout:       webhook.ReadTimeout,
 		WriteTimeout:      webhook.WriteTimeout,
@@ -333,7 +335,7 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 	if sc.SelfHost.Command != "" {
 		e, err := selfhost.New(selfhost.Options{
 			Command: sc.SelfHost.Command, Network: sc.SelfHost.Network, Timeout: sc.SelfHost.Timeout,
-			Env: environ, Secrets: secrets,
+			Env: environ, Secrets: secrets, Resources: sc.SelfHost.Resources,
 		})
 		if err != nil {
 			errs = append(errs, err)

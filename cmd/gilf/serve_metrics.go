@@ -24,6 +24,7 @@ type serveMetrics struct {
 	runs       *prometheus.CounterVec // by outcome
 	operator   *prometheus.CounterVec // by refusal code
 	jobs       jobMetrics             // metrics_jobs.go
+	more       moreMetrics            // metrics_more.go
 }
 
 // deliveryCounter reads the number of stored deliveries.
@@ -41,6 +42,7 @@ func newServeMetrics(db metricsStore) *serveMetrics {
 	m := &serveMetrics{
 		reg:  prometheus.NewRegistry(),
 		jobs: newJobMetrics(),
+		more: newMoreMetrics(),
 		deliveries: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gilf_webhook_deliveries_total",
 			Help: "Webhook deliveries handled by this process, by intake status (queued, ignored, skipped, recorded, invalid, duplicate, error).",
@@ -75,6 +77,8 @@ func newServeMetrics(db metricsStore) *serveMetrics {
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	)
 	m.reg.MustRegister(m.jobs.collectors()...)
+	m.reg.MustRegister(m.more.collectors()...)
+	m.initLabels()
 	return m
 }
 

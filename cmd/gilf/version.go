@@ -25,10 +25,37 @@ type buildVersion struct {
 // unknown stands for a field the build did not record.
 const unknown = "unknown"
 
-// readBuildVersion reads the running binary's build information.
+// The image build stamps these with -ldflags "-X main.stampedVersion=…"
+// (deploy/Dockerfile's GILF_VERSION, GILF_REVISION, GILF_BUILD_TIME): its
+// build context has no .git, so the go command embeds no VCS stamp, and
+// a module built from a work tree is "(devel)". They are set by the
+// linker and never written at run time; empty means not stamped.
+var (
+	stampedVersion  string
+	stampedRevision string
+	stampedTime     string
+)
+
+// readBuildVersion reads the running binary's build information, the
+// linker's stamps over what the go command recorded.
 func readBuildVersion() buildVersion {
 	bi, ok := debug.ReadBuildInfo()
-	return versionOf(bi, ok)
+	return versionOf(bi, ok).stamped(stampedVersion, stampedRevision, stampedTime)
+}
+
+// stamped is v with each non-empty stamp in place of what the go command
+// recorded.
+func (v buildVersion) stamped(version, revision, at string) buildVersion {
+	if version != "" {
+		v.Version = version
+	}
+	if revision != "" {
+		v.Revision, v.Modified = revision, false
+	}
+	if at != "" {
+		v.Time = at
+	}
+	return v
 }
 
 // versionOf turns build information into a buildVersion; without any

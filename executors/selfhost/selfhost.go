@@ -88,6 +88,11 @@ type Options struct {
 	// MaxOutputBytes is what is kept of each step's output
 	// (validation.DefaultMaxOutputBytes when zero).
 	MaxOutputBytes int
+	// Resources are what the command's compute is given
+	// (GILF_SELF_HOST_VCPU, GILF_SELF_HOST_MEMORY_GIB), reported with
+	// every result so a "self-host" rate card can price the run; gilf
+	// cannot observe them. Zero: unknown, and the run has no estimate.
+	Resources executors.Resources
 }
 
 // Executor runs plans through the self-host command.
@@ -204,6 +209,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		Tier:            e.opts.Tier,
 		SecretsWithheld: slices.Clone(e.withheld),
 		Started:         time.Now(),
+		Resources:       e.opts.Resources,
 	}
 	pkg, err := os.MkdirTemp(e.opts.TempRoot, "gilf-selfhost-")
 	if err != nil {

@@ -60,6 +60,8 @@ var tests = []struct {
 	{"QueueStats", testQueueStats},
 	{"CommandDeliveries", testCommandDeliveries},
 	{"FinishShadow", testFinishShadow},
+	{"JobAttempts", testJobAttempts},
+	{"CostsByRepo", testCostsByRepo},
 }
 
 // Run runs the whole suite on e, each test in a subtest of its name.
