@@ -87,7 +87,7 @@ func TestOptionsValidate(t *testing.T) {
 		{"negative stream", Options{MaxStreamBytes: -1}, "MaxStreamBytes"},
 		{"negative limits", Options{Limits: Limits{Pids: -1}}, "Limits"},
 		{"negative grace", Options{KillGrace: -time.Second}, "KillGrace"},
-		{"env name with =", Options{Env: map[string]string{"A=B": "x"}}, "Env"},
+		{"env name with =", Options{Env: map[string]string{"A=B": "x"}}, "env: invalid name"},
 		{"relative bwrap", Options{BwrapPath: "bwrap"}, "BwrapPath"},
 		{"registry settings", Options{Egress: EgressOptions{Registries: map[string]string{"registry": "https://npm.example/", "@corp:registry": "http://127.0.0.1:4873/"}}}, ""},
 		// Only registry URLs enter the sandbox's .npmrc: never a token,
