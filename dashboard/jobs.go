@@ -26,9 +26,6 @@ func jobStates() []string {
 // result.
 func defaultJobStates() []string { return []string{"queued", "running", "failed", "dead", "cancelled"} }
 
-// finished reports whether a job in state s can be queued again (retry).
-func finished(s string) bool { return s != "queued" && s != "running" }
-
 // parseStates reads ?state=: comma-separated or repeated; none gives the
 // defaults.
 func parseStates(q url.Values) ([]string, error) {
