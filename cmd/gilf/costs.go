@@ -14,7 +14,7 @@ import (
 
 const costsUsage = `usage: gilf costs [--since D] [--by day|repository] [--json | --csv]
 
-Print the estimated validation spend recorded in the store (GILF_DATA_DIR, or
+Estimated validation spend recorded in the store (GILF_DATA_DIR, or
 GILF_DATABASE_URL): by UTC day, executor and lane, or with --by repository
 also by the repository of each job. Costs are estimates (wall-clock seconds
 × rate card, tokens × model card), not bills; a row nobody could price says
