@@ -106,7 +106,7 @@ func TestCostsByRepository(t *testing.T) {
 			t.Errorf("%q exited %d: %s", bad, code, out)
 		}
 	}
-	if code, out := run1("-h"); code != exitOK || !strings.Contains(out, "estimated validation spend") {
+	if code, out := run1("-h"); code != exitOK || !strings.Contains(out, "Estimated validation spend") {
 		t.Errorf("-h (%d): %s", code, out)
 	}
 }
