@@ -220,4 +220,3 @@ func setupScript(run string) string {
 		"test -d " + run + "/" + archive.PackRoot,
 	}, "\n") + "\n"
 }
-
