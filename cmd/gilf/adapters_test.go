@@ -286,32 +286,6 @@ func TestServeRunRecord(t *testing.T) {
 	}
 }
 
-func TestServeTransient(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"plain error", errors.New("boom"), true},
-		{"github 502", &gh.ErrorResponse{Response: &http.Response{StatusCode: 502}}, true},
-		{"github 403", &gh.ErrorResponse{Response: &http.Response{StatusCode: 403}}, true},
-		{"github 404", &gh.ErrorResponse{Response: &http.Response{StatusCode: 404}}, false},
-		{"github 410", &gh.ErrorResponse{Response: &http.Response{StatusCode: 410}}, false},
-		{"github 422", fmt.Errorf("post review: %w", &gh.ErrorResponse{Response: &http.Response{StatusCode: 422}}), false},
-		{"too large", fmt.Errorf("tarball: %w", github.ErrTooLarge), false},
-		{"not a file", github.ErrNotAFile, false},
-		{"no installation", github.ErrNoInstallation, false},
-		{"transient github error", &github.TransientError{Op: "x", Err: errors.New("EOF")}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := transient(tt.err); got != tt.want {
-				t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
-	}
-}
-
 // githubFixture is a GitHub client against the fake API, and a store with
 // one job for the fake's pull request.
 type githubFixture struct {
