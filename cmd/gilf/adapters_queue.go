@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/review"

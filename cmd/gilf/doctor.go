@@ -16,7 +16,6 @@ import (
 	"syscall"
 	"time"
 
-
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/e2b"
 	"github.com/gilf-review/gilf/executors/local"
