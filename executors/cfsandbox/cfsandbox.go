@@ -197,11 +197,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Re
 		CreateTimeout: e.opts.CallTimeout, CallTimeout: e.opts.CallTimeout, UploadTimeout: e.opts.UploadTimeout,
 		SetupTimeout: e.opts.SetupTimeout, StepGrace: e.opts.StepGrace, Log: e.log,
 	}
-	return remote.Run(ctx, executors.Result{
-		Executor:        e.Name(),
-		Tier:            validation.TierRemote,
-		SecretsWithheld: remote.SecretNames(e.secret),
-	}, remote.NewSandbox(cfg, &sandboxRun{e: e, req: req, deadline: time.Now().Add(e.opts.Timeout)}, req))
+	return remote.RunSandbox(ctx, cfg, &sandboxRun{e: e, req: req, deadline: time.Now().Add(e.opts.Timeout)}, req)
 }
 
 // setupScript prints the platform and extracts the archive <run>.tar.gz

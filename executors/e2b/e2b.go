@@ -259,11 +259,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Re
 		CreateTimeout: e.opts.CreateTimeout, CallTimeout: e.opts.CallTimeout, UploadTimeout: e.opts.UploadTimeout,
 		SetupTimeout: e.opts.SetupTimeout, StepGrace: e.opts.StepGrace, Log: e.log,
 	}
-	return remote.Run(ctx, executors.Result{
-		Executor:        e.Name(),
-		Tier:            validation.TierRemote,
-		SecretsWithheld: remote.SecretNames(e.secret),
-	}, remote.NewSandbox(cfg, p, req))
+	return remote.RunSandbox(ctx, cfg, p, req)
 }
 
 // lifetime is the sandbox timeout asked for: setup, every runnable

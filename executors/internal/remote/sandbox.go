@@ -95,6 +95,17 @@ type Sandbox struct {
 	size    int64
 }
 
+// RunSandbox runs req in a sandbox of p's provider: Run with Sandbox's
+// phases, at validation.TierRemote, the executor's secrets named as
+// withheld.
+func RunSandbox(ctx context.Context, cfg SandboxConfig, p Provider, req executors.Request) (executors.Result, error) {
+	return Run(ctx, executors.Result{
+		Executor:        cfg.Executor,
+		Tier:            validation.TierRemote,
+		SecretsWithheld: SecretNames(cfg.Secrets),
+	}, NewSandbox(cfg, p, req))
+}
+
 // NewSandbox is the Lifecycle of one run of req through p.
 func NewSandbox(cfg SandboxConfig, p Provider, req executors.Request) *Sandbox {
 	return &Sandbox{Config: cfg, Provider: p, Session: Session{
