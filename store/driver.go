@@ -45,6 +45,9 @@ type Driver interface {
 	// DayOf is the UTC day (YYYY-MM-DD) of a column of Unix milliseconds.
 	JSONEach(param string) string
 	DayOf(col string) string
+	// JobIDs is a statement whose rows are ?1 new job ids, ascending,
+	// for the jobs a transaction inserts next (chain.go).
+	JobIDs() string
 
 	// Durable makes every commit so far durable; Failed is why the
 	// engine refuses writes for good (a failed fsync), or nil;

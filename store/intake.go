@@ -189,15 +189,20 @@ func (e *itemError) Unwrap() error { return e.err }
 // batch again (bounded by MaxSerializationRetries), and a batch that
 // queued a job notifies JobsChannel with its commit.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) error {
+	withChains := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results)
+		err := d.runBatchOnce(ctx, batch, results, withChains)
+		if errors.Is(err, errFollowUp) { // rolled back: one by one this time
+			withChains, try = false, try-1
+			continue
+		}
 		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes) (err error) {
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, withChains bool) (err error) {
 	locks, byPR := prLocks(batch)
 	tx, err := d.w.BeginTx(ctx, d.drv.IntakeTx(byPR))
 	if err != nil {
@@ -215,7 +220,28 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	}
 	st := d.stmts.in(ctx, tx, d)
 	queued := false
+	chainAt, done := map[int][]int{}, make([]bool, len(batch))
+	if withChains && byPR {
+		for _, g := range chains(batch) {
+			chainAt[g[0]] = g
+		}
+	}
 	for i, r := range batch {
+		if g, ok := chainAt[i]; ok {
+			if err := d.recordChain(ctx, tx, st, batch, g, results); err != nil {
+				if errors.Is(err, errFollowUp) {
+					return err
+				}
+				return &itemError{i: i, err: err}
+			}
+			for _, k := range g {
+				done[k] = true
+				queued = queued || claimable(results[k].res)
+			}
+		}
+		if done[i] {
+			continue
+		}
 		res, err := d.recordTx(ctx, st, r)
 		if err != nil {
 			return &itemError{i: i, err: err} // the caller logs it, once
@@ -323,19 +349,22 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 // insertDelivery inserts r's delivery row (sqlInsDelivery); false means
 // its id is already recorded, and nothing was written.
 func (d *DB) insertDelivery(ctx context.Context, st boundStmts, r *intakeReq) (bool, error) {
+	n, err := execCount(ctx, st.insDelivery, deliveryArgs(r)...)
+	if err != nil {
+		return false, fmt.Errorf("insert delivery: %w", err)
+	}
+	return n > 0, nil
+}
+
+// deliveryArgs are r's row's values, in sqlDeliveryRows's order.
+func deliveryArgs(r *intakeReq) []any {
 	del, job := r.d, r.job
 	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
 	if job != nil { // the row carries the job's key: it is the link to the job
 		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
 	}
-	n, err := execCount(ctx, st.insDelivery,
-		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, r.stored.b, int64(r.stored.crc),
-	)
-	if err != nil {
-		return false, fmt.Errorf("insert delivery: %w", err)
-	}
-	return n > 0, nil
+	return []any{del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
+		ms(del.ReceivedAt), string(del.Status), del.Reason, r.stored.b, int64(r.stored.crc)}
 }
 
 // duplicate answers a delivery whose id is already recorded with the job
@@ -493,9 +522,7 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 // The statements of intake, prepared once on the writer connection.
 const (
 	// The primary key is the dedupe: a recorded id inserts nothing.
-	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
-		received_at, status, reason, body, body_crc32c)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	sqlInsDelivery = sqlDeliveryRows + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	// The job a recorded delivery led to, through the job key it carries.
 	sqlDupJob = `SELECT j.id, j.state, CASE WHEN d.body_pruned_at IS NULL THEN d.body END, d.body_crc32c FROM deliveries d
 		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
@@ -566,7 +593,7 @@ var (
 
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
-	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
+	rerunJob, rerunState, rerunHead, lastOutcome, newestUpdate, jobIDs            *sql.Stmt
 }
 
 type boundStmts = intakeStmts
@@ -584,7 +611,7 @@ func (s *intakeStmts) all(d *DB) []struct {
 		{&s.lookupJob, sqlLookupJob}, {&s.insJob, sqlInsJob}, {&s.touchJob, sqlTouchJob},
 		{&s.supersede, sqlSupersede}, {&s.cancel, fmt.Sprintf(sqlCancel, d.drv.JSONEach("?5"))},
 		{&s.rerunJob, sqlRerunJob}, {&s.rerunState, sqlRerunState}, {&s.rerunHead, sqlRerunHead},
-		{&s.lastOutcome, sqlLastOutcome},
+		{&s.lastOutcome, sqlLastOutcome}, {&s.newestUpdate, sqlNewestUpdate}, {&s.jobIDs, d.drv.JobIDs()},
 	}
 }
 

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -135,15 +136,25 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 		}
 	}
 
-	lite := openAt(t, newLocationOn(t, false), store.Options{Now: c.Now})
-	prepare(lite)
+	one := openAt(t, newLocationOn(t, false), store.Options{Now: c.Now})
+	prepare(one)
 	var want []validation.RecordResult
 	for _, it := range batch {
 		d, j := mk(it)
-		want = append(want, record(t, lite, d, j))
+		want = append(want, record(t, one, d, j))
 	}
 
-	pdb := openAt(t, newLocationOn(t, postgres), store.Options{Now: c.Now})
+	// The batch commits as one: no delivery of it fails the group commit
+	// (which would record them one by one and hide the failure).
+	eng, logged := lite, &lockedBuffer{}
+	if postgres {
+		eng = pgEngine
+	}
+	pdb, err := eng.Open(ctx, newLocationOn(t, postgres), slog.New(slog.NewTextHandler(logged, nil)), store.Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pdb.Close() })
 	prepare(pdb)
 	var dels []validation.Delivery
 	var jobs []*validation.JobSpec
@@ -161,7 +172,7 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 		}
 	}
 	// Compared by the head each job names, not by job ids.
-	wantJobs, gotJobs := allJobs(t, lite), allJobs(t, pdb)
+	wantJobs, gotJobs := allJobs(t, one), allJobs(t, pdb)
 	wantHeads, gotHeads := heads(wantJobs), heads(gotJobs)
 	if diff := cmp.Diff(byHead(want, wantHeads), byHead(got, gotHeads)); diff != "" {
 		t.Errorf("answers: one by one on SQLite (-) and in one batch (+):\n%s", diff)
@@ -172,6 +183,27 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
 		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
 	}
+	if l := logged.String(); strings.Contains(l, "group commit failed") {
+		t.Errorf("the batch did not commit as one:\n%s", l)
+	}
+}
+
+// lockedBuffer is a log's destination, safe for concurrent writers.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // newLocationOn is a fresh store's location on PostgreSQL or SQLite,

@@ -189,6 +189,11 @@ func (e *pgStore) DayOf(col string) string {
 	return "to_char(to_timestamp(" + col + " / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 }
 
+// JobIDs: the sequence's next values, which no other transaction draws.
+func (e *pgStore) JobIDs() string {
+	return `SELECT id FROM (SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, CAST(?1 AS BIGINT))) AS s ORDER BY id`
+}
+
 // Durable: the server synced the commit; Failed: no files of its own.
 func (e *pgStore) Durable() error { return nil }
 func (e *pgStore) Failed() error  { return nil }

@@ -227,6 +227,13 @@ func (e *driver) DayOf(col string) string {
 	return "strftime('%Y-%m-%d', " + col + " / 1000, 'unixepoch')"
 }
 
+// JobIDs: the next ids after the largest; the writer's transaction is the
+// only one writing.
+func (e *driver) JobIDs() string {
+	return `WITH RECURSIVE k(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM k WHERE i < ?1)
+		SELECT (SELECT COALESCE(MAX(id), 0) FROM jobs) + i FROM k ORDER BY i`
+}
+
 func (e *driver) CheckWritable(context.Context, *sql.Tx) error { return nil }
 
 // Listen: there is no other process to hear from, and intake wakes its
