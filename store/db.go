@@ -204,7 +204,7 @@ func (d *DB) Close() error {
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		err = errors.Join(d.stmts.close(d), d.closePools())
+		err = errors.Join(d.stmts.close(), d.closePools())
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}

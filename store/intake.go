@@ -218,7 +218,7 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
-	st := d.stmts.in(ctx, tx, d)
+	st := d.stmts.in(ctx, tx)
 	queued := false
 	chainAt, done := map[int][]int{}, make([]bool, len(batch))
 	if withChains && byPR {
@@ -399,8 +399,7 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body encod
 func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	var created string
-	var err error
-	err = st.insJob.QueryRowContext(ctx,
+	err := st.insJob.QueryRowContext(ctx,
 		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
 		ms(job.PRUpdatedAt), staleReason, now).Scan(&res.JobID, &created)
 	switch {
@@ -598,48 +597,45 @@ type intakeStmts struct {
 
 type boundStmts = intakeStmts
 
-// all are the statements, each with its SQL.
-func (s *intakeStmts) all(d *DB) []struct {
-	dst **sql.Stmt
-	q   string
-} {
-	return []struct {
-		dst **sql.Stmt
-		q   string
-	}{
-		{&s.insDelivery, sqlInsDelivery}, {&s.dupJob, sqlDupJob}, {&s.healBody, sqlHealBody},
-		{&s.lookupJob, sqlLookupJob}, {&s.insJob, sqlInsJob}, {&s.touchJob, sqlTouchJob},
-		{&s.supersede, sqlSupersede}, {&s.cancel, fmt.Sprintf(sqlCancel, d.drv.JSONEach("?5"))},
-		{&s.rerunJob, sqlRerunJob}, {&s.rerunState, sqlRerunState}, {&s.rerunHead, sqlRerunHead},
-		{&s.lastOutcome, sqlLastOutcome}, {&s.newestUpdate, sqlNewestUpdate}, {&s.jobIDs, d.drv.JobIDs()},
-	}
+// stmts are the statements' places, in intakeSQL's order.
+func (s *intakeStmts) stmts() []**sql.Stmt {
+	return []**sql.Stmt{&s.insDelivery, &s.dupJob, &s.healBody, &s.lookupJob, &s.insJob, &s.touchJob, &s.supersede,
+		&s.cancel, &s.rerunJob, &s.rerunState, &s.rerunHead, &s.lastOutcome, &s.newestUpdate, &s.jobIDs}
+}
+
+// intakeSQL is the SQL of the statements, in stmts's order.
+func intakeSQL(drv Driver) []string {
+	return []string{sqlInsDelivery, sqlDupJob, sqlHealBody, sqlLookupJob, sqlInsJob, sqlTouchJob, sqlSupersede,
+		fmt.Sprintf(sqlCancel, drv.JSONEach("?5")), sqlRerunJob, sqlRerunState, sqlRerunHead, sqlLastOutcome,
+		sqlNewestUpdate, drv.JobIDs()}
 }
 
 func (s *intakeStmts) prepare(ctx context.Context, d *DB) error {
-	for _, p := range s.all(d) {
-		st, err := d.w.PrepareContext(ctx, p.q)
+	for i, q := range intakeSQL(d.drv) {
+		st, err := d.w.PrepareContext(ctx, q)
 		if err != nil {
-			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close(d))
+			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
 		}
-		*p.dst = st
+		*s.stmts()[i] = st
 	}
 	return nil
 }
 
 // in binds the statements to a transaction.
-func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx, d *DB) boundStmts {
+func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
 	var b boundStmts
-	for i, p := range b.all(d) {
-		*p.dst = tx.StmtContext(ctx, *s.all(d)[i].dst)
+	to := b.stmts()
+	for i, p := range s.stmts() {
+		*to[i] = tx.StmtContext(ctx, *p)
 	}
 	return b
 }
 
-func (s *intakeStmts) close(d *DB) error {
+func (s *intakeStmts) close() error {
 	var errs []error
-	for _, p := range s.all(d) {
-		if *p.dst != nil {
-			errs = append(errs, (*p.dst).Close())
+	for _, p := range s.stmts() {
+		if *p != nil {
+			errs = append(errs, (*p).Close())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gilf-review/gilf/internal/logtail"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -146,7 +147,7 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 
 	// The batch commits as one: no delivery of it fails the group commit
 	// (which would record them one by one and hide the failure).
-	eng, logged := lite, &lockedBuffer{}
+	eng, logged := lite, logtail.New(1<<20)
 	if postgres {
 		eng = pgEngine
 	}
@@ -183,27 +184,9 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
 		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
 	}
-	if l := logged.String(); strings.Contains(l, "group commit failed") {
+	if l := string(logged.Bytes()); strings.Contains(l, "group commit failed") {
 		t.Errorf("the batch did not commit as one:\n%s", l)
 	}
-}
-
-// lockedBuffer is a log's destination, safe for concurrent writers.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // newLocationOn is a fresh store's location on PostgreSQL or SQLite,
