@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -98,36 +99,16 @@ type Options struct {
 // WithDefaults is o with every zero field set to its default (a driver's
 // own defaults aside).
 func (o Options) WithDefaults() Options {
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = DefaultBusyTimeout
-	}
-	if o.Synchronous == "" {
-		o.Synchronous = DefaultSynchronous
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = DefaultMaxAttempts
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = DefaultRetryBase
-	}
-	if o.RetryCap <= 0 {
-		o.RetryCap = DefaultRetryCap
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = DefaultMaxBatch
-	}
-	if o.ReadConns <= 0 {
-		o.ReadConns = DefaultReadConns
-	}
-	if o.CheckpointInterval <= 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
-	}
-	if o.BusyCheckpointInterval <= 0 {
-		o.BusyCheckpointInterval = DefaultBusyCheckpointInterval
-	}
-	if o.BusyCheckpointBytes <= 0 {
-		o.BusyCheckpointBytes = DefaultBusyCheckpointBytes
-	}
+	orDefault(&o.BusyTimeout, DefaultBusyTimeout)
+	orDefault(&o.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&o.RetryBase, DefaultRetryBase)
+	orDefault(&o.RetryCap, DefaultRetryCap)
+	orDefault(&o.MaxBatch, DefaultMaxBatch)
+	orDefault(&o.ReadConns, DefaultReadConns)
+	orDefault(&o.CheckpointInterval, DefaultCheckpointInterval)
+	orDefault(&o.BusyCheckpointInterval, DefaultBusyCheckpointInterval)
+	orDefault(&o.BusyCheckpointBytes, DefaultBusyCheckpointBytes)
+	o.Synchronous = cmp.Or(o.Synchronous, DefaultSynchronous)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -135,6 +116,13 @@ func (o Options) WithDefaults() Options {
 		o.Jitter = rand.Float64
 	}
 	return o
+}
+
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
 }
 
 // DB is gilf's store. It is safe for concurrent use, also by several

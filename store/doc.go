@@ -23,8 +23,7 @@
 //     never from an `if` on the engine.
 //  3. A schema change is a migration for each engine, in its dialect:
 //     migrations/NNNN_name.sql (SQLite) and migrations/postgres/NNNN_name.sql
-//     (PostgreSQL; the numbers are shared, a change one engine does not
-//     need has no file there).
+//     (PostgreSQL, numbered on its own).
 //  4. Its conformance test in store/storetest/<feature>.go, a
 //     func(t *testing.T, e Engine) added to the list in storetest.go: it
 //     runs on SQLite and on PostgreSQL (each engine's TestConformance).

@@ -552,7 +552,7 @@ const (
 			AND pr_updated_at <= ?7`
 	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
 	// never the history. %s is the engine's JSON array of repositories
-	// (engine.jsonEach).
+	// (Driver.JSONEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
