@@ -45,8 +45,6 @@ const (
 	DefaultBusyCheckpointInterval = 250 * time.Millisecond
 	// DefaultMaxBatch is the most deliveries one group commit holds.
 	DefaultMaxBatch = 256
-	// DefaultReadConns is the size of the read pool.
-	DefaultReadConns = 4
 )
 
 // Synchronous is the durability level of acknowledged writes, named after
@@ -70,7 +68,6 @@ type Options struct {
 	RetryBase   time.Duration
 	RetryCap    time.Duration
 	MaxBatch    int
-	ReadConns   int
 	// CheckpointInterval defaults to DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// BusyCheckpointInterval and BusyCheckpointBytes default to
@@ -83,12 +80,9 @@ type Options struct {
 	// volume.
 	MaxBytes int64
 	// MaxConns is the pool's size on PostgreSQL (default
-	// postgres.DefaultMaxConns); SQLite has one writer connection and
-	// ReadConns readers.
+	// postgres.DefaultMaxConns); SQLite has one writer connection and a
+	// few readers.
 	MaxConns int
-	// IntakeWriters is how many group-commit writers run on PostgreSQL
-	// (default postgres.DefaultIntakeWriters); SQLite runs one.
-	IntakeWriters int
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
 	// Jitter returns a uniform value in [0, 1) for retry backoff; default
@@ -104,7 +98,6 @@ func (o Options) WithDefaults() Options {
 	orDefault(&o.RetryBase, DefaultRetryBase)
 	orDefault(&o.RetryCap, DefaultRetryCap)
 	orDefault(&o.MaxBatch, DefaultMaxBatch)
-	orDefault(&o.ReadConns, DefaultReadConns)
 	orDefault(&o.CheckpointInterval, DefaultCheckpointInterval)
 	orDefault(&o.BusyCheckpointInterval, DefaultBusyCheckpointInterval)
 	orDefault(&o.BusyCheckpointBytes, DefaultBusyCheckpointBytes)

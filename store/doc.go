@@ -30,7 +30,7 @@
 //
 // Webhook deliveries are group-committed: a writer goroutine (SQLite has
 // one: the file has one write lock; PostgreSQL one per
-// Options.IntakeWriters) batches the pending deliveries into a single
+// postgres.IntakeWriters) batches the pending deliveries into a single
 // transaction, makes it durable once (Driver.Durable) and answers each
 // caller.
 package store

@@ -24,11 +24,11 @@ const (
 	// (GILF_DATABASE_MAX_CONNS), reads and writes; LISTEN holds one more
 	// connection.
 	DefaultMaxConns = 16
-	// DefaultIntakeWriters is how many group-commit writers a replica runs
+	// IntakeWriters is how many group-commit writers a replica runs
 	// on PostgreSQL: each takes every delivery waiting and commits them in
 	// one transaction on its own connection, so commits overlap (SQLite
 	// has one writer: the file has one write lock).
-	DefaultIntakeWriters = 4
+	IntakeWriters = 4
 	// migrationLockID is the advisory lock replicas take to apply
 	// migrations one at a time ("gilf" in ASCII).
 	migrationLockID = 0x67696c66
@@ -63,9 +63,6 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts store.Optio
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
 	}
-	if opts.IntakeWriters <= 0 {
-		opts.IntakeWriters = DefaultIntakeWriters
-	}
 	where := fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Host, cfg.Database)
 	open := func(n int) *sql.DB {
 		db := sql.OpenDB(pgConnector{stdlib.GetConnector(*cfg)})
@@ -80,7 +77,7 @@ func Open(ctx context.Context, url string, logger *slog.Logger, opts store.Optio
 	}
 	// One pool for reads and writes: GILF_DATABASE_MAX_CONNS is then what
 	// a replica may hold (and one more session for LISTEN).
-	d, err := store.New(ctx, w, w, &pgStore{cfg: cfg, log: logger}, logger, opts, opts.IntakeWriters)
+	d, err := store.New(ctx, w, w, &pgStore{cfg: cfg, log: logger}, logger, opts, IntakeWriters)
 	if err != nil {
 		return nil, fmt.Errorf("open store %s: %w", where, err)
 	}

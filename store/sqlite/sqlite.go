@@ -22,6 +22,9 @@ import (
 // but larger statement-journal copies).
 const pageSize = 4096
 
+// readConns is the size of the read pool.
+const readConns = 4
+
 // writerCacheKiB is the writer connection's page cache: room for a full
 // batch of deliveries without spilling mid-transaction. Much larger
 // measured slower (fresh page allocations instead of reuse).
@@ -113,8 +116,8 @@ func open(ctx context.Context, path string, logger *slog.Logger, opts store.Opti
 	if err != nil {
 		return fail(err, ck.Close, w.Close)
 	}
-	r.SetMaxOpenConns(opts.ReadConns)
-	r.SetMaxIdleConns(opts.ReadConns)
+	r.SetMaxOpenConns(readConns)
+	r.SetMaxIdleConns(readConns)
 	if err := r.PingContext(ctx); err != nil {
 		return fail(fmt.Errorf("read pool: %w", err), r.Close, ck.Close, w.Close)
 	}
