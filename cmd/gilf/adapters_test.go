@@ -22,6 +22,7 @@ import (
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -37,7 +38,7 @@ func newTestStore(t testing.TB, c *clock) *store.DB {
 	if c != nil {
 		opts.Now = c.Now
 	}
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), slog.New(slog.DiscardHandler), opts)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), slog.New(slog.DiscardHandler), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
