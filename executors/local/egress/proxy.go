@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -59,8 +60,6 @@ const (
 	// plain-HTTP bodies go through. Tunnels use none.
 	readBufferBytes  = 4 << 10
 	writeBufferBytes = 32 << 10
-	// maxInterim is how many 1xx responses may precede a final one.
-	maxInterim = 8
 	// idleChecks is how often per IdleTimeout a tunnel checks it moved
 	// bytes: an idle tunnel is closed between IdleTimeout and
 	// IdleTimeout*(1+1/idleChecks) after its last byte.
@@ -113,6 +112,22 @@ type Config struct {
 	// DefaultBlockingCheckInterval, and it may not be below
 	// MinBlockingCheckInterval.
 	BlockingCheckInterval time.Duration
+	// Tunnels are destinations whose TLS is passed through opaque even
+	// when the proxy terminates TLS (a git host for git dependencies):
+	// they are permitted as Rules are, and recorded as tunnels.
+	Tunnels []Rule
+	// CA, when set, makes the proxy terminate the TLS of every CONNECT
+	// to a destination of Rules (not Tunnels) with a certificate it
+	// signs, so that it sees each request: only GET and HEAD go out, and
+	// the Cache serves what it can. Nil passes every CONNECT through as
+	// an opaque tunnel.
+	CA *CA
+	// Upstreams is the pool requests go out through, shared by the
+	// worker's proxies; nil makes one for this proxy from Rules,
+	// Resolve, Dial and OwnAddrs.
+	Upstreams *Upstreams
+	// Cache is the shared verifying registry cache; nil caches nothing.
+	Cache *Cache
 	// Log receives a line for each new denial entry (Info), and for each
 	// new allowed destination and each failed dial or resolution
 	// (Debug); never a path or a header. nil discards.
@@ -178,16 +193,25 @@ func (c Config) validate() ([]Rule, error) {
 	if c.BlockingCheckInterval < MinBlockingCheckInterval {
 		errs = append(errs, fmt.Errorf("BlockingCheckInterval must be at least %v", MinBlockingCheckInterval))
 	}
-	rules := make([]Rule, 0, len(c.Rules))
-	for _, r := range c.Rules {
+	rules, err := canonicalRules("Rules", c.Rules)
+	errs = append(errs, err)
+	return rules, errors.Join(errs...)
+}
+
+// canonicalRules returns rules in canonical form, and an error naming
+// field for each that does not parse back.
+func canonicalRules(field string, rules []Rule) ([]Rule, error) {
+	var errs []error
+	out := make([]Rule, 0, len(rules))
+	for _, r := range rules {
 		cr, err := ParseRule(r.String())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("Rules: %w", err))
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue
 		}
-		rules = append(rules, cr)
+		out = append(out, cr)
 	}
-	return rules, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // Proxy is the forward proxy of one sandboxed step: it serves HTTP/1.1
@@ -206,6 +230,9 @@ type Proxy struct {
 	cfg   Config
 	own   []netip.Addr
 	stats *stats
+	up    *Upstreams
+	// tunnels are Config.Tunnels, canonical; Config.Rules holds them too.
+	tunnels []Rule
 
 	mu        sync.Mutex
 	closed    bool
@@ -230,6 +257,15 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy config: %w", err)
 	}
+	tunnels, err := canonicalRules("Tunnels", cfg.Tunnels)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy config: %w", err)
+	}
+	for _, r := range tunnels {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
 	cfg.Rules = rules
 	own := cfg.OwnAddrs
 	if own == nil {
@@ -237,10 +273,23 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	up := cfg.Upstreams
+	if up == nil {
+		if up, err = NewUpstreams(UpstreamConfig{
+			Rules: rules, Resolve: cfg.Resolve, Dial: cfg.Dial, OwnAddrs: own,
+			DialTimeout: cfg.DialTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	st := newStats(cfg.MaxRecorded)
+	st.withCache = cfg.Cache != nil
 	return &Proxy{
 		cfg:       cfg,
 		own:       own,
-		stats:     newStats(cfg.MaxRecorded),
+		stats:     st,
+		up:        up,
+		tunnels:   tunnels,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 	}, nil
@@ -353,7 +402,7 @@ func (p *Proxy) admit(ctx context.Context, c net.Conn) {
 	default:
 		p.mu.Unlock()
 		c.Close()
-		p.deny(ctx, "", 0, ReasonLimit)
+		p.stats.throttle()
 		return
 	}
 	p.conns[c] = struct{}{}
