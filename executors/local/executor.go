@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -29,8 +31,13 @@ type Executor struct {
 	log   *slog.Logger
 	probe *prober
 	uids  *uidPool
-	// ca is Options.CAFile's content, read once by New.
+	// ca is the sandbox's CA bundle: Options.CAFile's content, read
+	// once by New, then the worker's egress CA when the proxy
+	// terminates TLS.
 	ca []byte
+	// up is the one pool of registry connections every install step's
+	// proxy shares.
+	up *egress.Upstreams
 }
 
 // in reports whether id is one of the count ids from first.
@@ -63,7 +70,18 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("local executor options: %w", err)
 		}
 	}
-	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts), ca: ca}, nil
+	if opts.Egress.CA != nil {
+		ca = slices.Clip(ca)
+		if len(ca) > 0 && ca[len(ca)-1] != '\n' {
+			ca = append(ca, '\n')
+		}
+		ca = append(ca, opts.Egress.CA.PEM()...)
+	}
+	up, err := opts.Egress.newUpstreams()
+	if err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts), ca: ca, up: up}, nil
 }
 
 // Name is "local".
@@ -192,6 +210,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		ca:        e.ca != nil,
 		env:       tool.env(e.ca != nil),
 		repoEnv:   req.Plan.Env,
+		up:        e.up,
 	}
 	if err := sb.openCgroup(); err != nil {
 		return executors.Result{}, err

@@ -255,16 +255,17 @@ func (c *Cache) evictLocked() {
 // metaHead is what the cache keeps of a metadata response besides its
 // body: the fields a client needs and the validators.
 type metaHead struct {
-	ContentType  string    `json:"contentType,omitempty"`
-	ETag         string    `json:"etag,omitempty"`
-	LastModified string    `json:"lastModified,omitempty"`
-	Stored       time.Time `json:"stored"`
+	ContentType     string    `json:"contentType,omitempty"`
+	ContentEncoding string    `json:"contentEncoding,omitempty"`
+	ETag            string    `json:"etag,omitempty"`
+	LastModified    string    `json:"lastModified,omitempty"`
+	Stored          time.Time `json:"stored"`
 }
 
 // header is the response header of a kept document.
 func (h metaHead) header() http.Header {
 	out := http.Header{}
-	for k, v := range map[string]string{"Content-Type": h.ContentType, "Etag": h.ETag, "Last-Modified": h.LastModified} {
+	for k, v := range map[string]string{"Content-Type": h.ContentType, "Content-Encoding": h.ContentEncoding, "Etag": h.ETag, "Last-Modified": h.LastModified} {
 		if v != "" {
 			out.Set(k, v)
 		}

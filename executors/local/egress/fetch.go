@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,10 +29,21 @@ func (p *Proxy) fetch(ctx context.Context, out *http.Request, o origin, authoriz
 		return p.roundTrip(ctx, out, o)
 	}
 	if ref, ok := parseTarballPath(out.URL.Path); ok {
+		// The digest is of the tarball's own bytes: no encoding.
+		out.Header.Del("Accept-Encoding")
 		return p.tarball(ctx, out, o, ref)
 	}
 	if isPackumentPath(out.URL.Path) {
-		key := o.base() + out.URL.RequestURI() + "|" + acceptClass(out.Header.Get("Accept"))
+		// A kept document is kept as it came, so the key names the
+		// variant (abbreviated or whole) and the encoding asked for.
+		enc := "identity"
+		if strings.Contains(out.Header.Get("Accept-Encoding"), "gzip") {
+			enc = "gzip"
+			out.Header.Set("Accept-Encoding", "gzip")
+		} else {
+			out.Header.Del("Accept-Encoding")
+		}
+		key := o.base() + out.URL.RequestURI() + "|" + acceptClass(out.Header.Get("Accept")) + "|" + enc
 		return p.metadata(ctx, out, o, key, true)
 	}
 	return p.roundTrip(ctx, out, o)
@@ -103,10 +115,11 @@ func (p *Proxy) metadata(ctx context.Context, out *http.Request, o origin, key s
 		return nil, err
 	}
 	head := metaHead{
-		ContentType:  resp.Header.Get("Content-Type"),
-		ETag:         resp.Header.Get("Etag"),
-		LastModified: resp.Header.Get("Last-Modified"),
-		Stored:       time.Now(),
+		ContentType:     resp.Header.Get("Content-Type"),
+		ContentEncoding: resp.Header.Get("Content-Encoding"),
+		ETag:            resp.Header.Get("Etag"),
+		LastModified:    resp.Header.Get("Last-Modified"),
+		Stored:          time.Now(),
 	}
 	if n > MaxMetadataBytes {
 		// Served once, never kept.
@@ -173,7 +186,7 @@ func (p *Proxy) integrity(ctx context.Context, tarball *http.Request, o origin, 
 	if ua := tarball.Header.Get("User-Agent"); ua != "" {
 		req.Header.Set("User-Agent", ua)
 	}
-	resp, err := p.metadata(ctx, req, o, u+"|corgi", false)
+	resp, err := p.metadata(ctx, req, o, u+"|corgi|identity", false)
 	if err != nil {
 		return nil, err
 	}

@@ -29,16 +29,27 @@ func (s *session) terminate(ctx context.Context, host string, port int) {
 	if err := s.bw.Flush(); err != nil {
 		return
 	}
+	// The first byte says what the client speaks in the tunnel: a TLS
+	// handshake record, or a plain HTTP request (npm tunnels http://
+	// registries too).
+	if err := s.c.SetReadDeadline(time.Now().Add(s.p.cfg.HeaderTimeout)); err != nil {
+		return
+	}
+	first, err := s.br.Peek(1)
+	if err != nil {
+		return
+	}
+	if first[0] != tlsHandshakeRecord {
+		s.serveTunneled(ctx, origin{scheme: "http", host: host, port: port})
+		return
+	}
 	// What the client sent after its head (its ClientHello, eagerly)
 	// is already buffered: the handshake reads it first.
-	var early []byte
-	if n := s.br.Buffered(); n > 0 {
-		b, err := s.br.Peek(n)
-		if err != nil {
-			return
-		}
-		early = append([]byte(nil), b...)
+	early, err := s.br.Peek(s.br.Buffered())
+	if err != nil {
+		return
 	}
+	early = append([]byte(nil), early...)
 	ca := s.p.cfg.CA
 	tc := tls.Server(&prefixConn{Conn: s.c, prefix: early}, &tls.Config{
 		GetCertificate: func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return ca.certFor(host) },
@@ -60,17 +71,35 @@ func (s *session) terminate(ctx context.Context, host string, port int) {
 		in: &connReader{c: tc, remain: -1}, out: &connWriter{c: tc, idle: s.p.cfg.IdleTimeout}}
 	in.br = bufio.NewReaderSize(in.in, readBufferBytes)
 	in.bw = bufio.NewWriterSize(in.out, writeBufferBytes)
-	o := origin{scheme: "https", host: host, port: port}
-	for n := 0; ; n++ {
-		req, ok := in.readRequest(ctx, n > 0)
+	in.serveTunneled(ctx, origin{scheme: "https", host: host, port: port})
+}
+
+// tlsHandshakeRecord is the first byte of a TLS connection.
+const tlsHandshakeRecord = 0x16
+
+// serveTunneled serves the requests a client sends inside a CONNECT to
+// o, each of which must name o's own authority.
+func (s *session) serveTunneled(ctx context.Context, o origin) {
+	defPort := PortHTTPS
+	if o.scheme == "http" {
+		defPort = PortHTTP
+	}
+	for {
+		// Each request, the first too, may come after IdleTimeout of
+		// silence and must be whole within HeaderTimeout.
+		req, ok := s.readRequest(ctx, true)
 		if !ok {
 			return
 		}
-		if h, p, err := parseTarget(req.Host, PortHTTPS); err != nil || h != host || p != port {
-			in.refuse(ctx, http.StatusBadRequest, host, port, ReasonBadRequest)
+		if h, p, err := parseTarget(req.Host, defPort); err != nil || h != o.host || p != o.port {
+			s.refuse(ctx, http.StatusBadRequest, o.host, o.port, ReasonBadRequest)
 			return
 		}
-		if !in.serveRequest(ctx, req, o) {
+		if req.URL.IsAbs() && req.URL.Scheme != o.scheme {
+			s.refuse(ctx, http.StatusBadRequest, o.host, o.port, ReasonBadRequest)
+			return
+		}
+		if !s.serveRequest(ctx, req, o) {
 			return
 		}
 	}
