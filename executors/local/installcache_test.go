@@ -191,3 +191,48 @@ func TestInstallThroughTerminatingProxy(t *testing.T) {
 		t.Errorf("egress record %+v: want example.com reached through terminated TLS and the publish refused; output:\n%s", eg, in.Output.Head)
 	}
 }
+
+// pnpm and yarn classic install through the terminating proxy too (each
+// trusts the worker's CA through the bundle gilf writes), and a second
+// run takes what it fetched from the shared cache.
+func TestInstallThroughTerminatingProxyPM(t *testing.T) {
+	r := registry(t)
+	plain, err := egress.RuleFromURL(r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := startTLSRegistry(t, r.URL)
+	ca, err := egress.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pm := range []validation.PackageManager{validation.PNPM, validation.Yarn} {
+		t.Run(string(pm), func(t *testing.T) {
+			cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := EgressOptions{AllowHosts: []egress.Rule{front.rule, plain}, CA: ca, Cache: cache}
+			front.route(&opts)
+			var recs []*validation.Egress
+			for range 2 {
+				e := newExec(t, Options{Egress: opts})
+				res := runPlan(t, e, registryRepo(t, front.url, nil),
+					validation.Step{Name: validation.StepInstall, Argv: validation.InstallArgv(pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
+					validation.Step{Name: validation.StepTest, Argv: validation.RunArgv(pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
+				)
+				wantStatus(t, res.Steps[0], validation.StatusPassed)
+				wantStatus(t, res.Steps[1], validation.StatusPassed)
+				recs = append(recs, res.Steps[0].Egress)
+			}
+			if c := recs[1].Cache; c == nil || c.Hits == 0 || c.Misses != 0 {
+				t.Errorf("second run's cache %+v (first %+v): want hits only", c, recs[0].Cache)
+			}
+			for _, a := range recs[0].Allowed {
+				if a.Tunnel {
+					t.Errorf("%s passed through opaque", a.Host)
+				}
+			}
+		})
+	}
+}
