@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/x509"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/executors/local/egress"
+	"github.com/gilf-review/gilf/internal/registrytest"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -234,5 +236,53 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A private registry (Verdaccio that serves nothing without its token):
+// the proxy adds the token, the install passes, and the token is nowhere
+// the sandbox can see (environment, its files, the output). Without the
+// proxy's credentials the same install fails.
+func TestPrivateRegistryTokenStaysOutOfTheSandbox(t *testing.T) {
+	dir, err := os.MkdirTemp("", "gilf-preg-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	r, err := registrytest.StartPrivate(ctx, dir, io.Discard)
+	if err != nil {
+		t.Fatalf("start the private registry: %v", err)
+	}
+	t.Cleanup(func() { r.Close() })
+	rule, err := egress.RuleFromURL(r.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := validation.Step{Name: validation.StepInstall, Argv: append(validation.InstallArgv(validation.NPM, false), "--fetch-retries=0"), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute}
+	look := shStep("test", `env; cat "$HOME/.npmrc" .npmrc 2>/dev/null; grep -rIl -e _authToken -e Authorization -e Bearer "$HOME" "$TMPDIR" . --exclude-dir=node_modules 2>/dev/null; echo looked`, time.Minute)
+
+	bare := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}}})
+	res := runPlan(t, bare, registryRepo(t, r.URL, nil), install, look)
+	wantStatus(t, res.Steps[0], validation.StatusFailed)
+
+	creds := map[string]string{strings.TrimSuffix(strings.TrimPrefix(r.URL, "http://"), "/"): "Bearer " + r.Token}
+	e := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Credentials: creds}})
+	res = runPlan(t, e, registryRepo(t, r.URL, nil), install, look)
+	wantStatus(t, res.Steps[0], validation.StatusPassed)
+	wantStatus(t, res.Steps[1], validation.StatusPassed)
+	if !strings.Contains(res.Steps[1].Output.Head, "looked") || !strings.Contains(res.Steps[1].Output.Head, "HOME=") {
+		t.Fatalf("the look around did not run: %q", res.Steps[1].Output.Head)
+	}
+	for _, st := range res.Steps {
+		for _, part := range []string{st.Output.Head, st.Output.Tail} {
+			if strings.Contains(part, r.Token) || strings.Contains(part, r.Token[:16]) {
+				t.Errorf("step %s saw the registry's token:\n%s", st.Name, part)
+			}
+		}
+	}
+	if strings.Contains(res.Steps[1].Output.Head, "Bearer") {
+		t.Errorf("a file in the sandbox names a credential:\n%s", res.Steps[1].Output.Head)
 	}
 }
