@@ -145,6 +145,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, err
 	}
+	defer tool.close()
 	res.Platform.PackageManagerVersion = tool.version
 	res.Notes = append(res.Notes, tool.notes...)
 	// An exhausted pool is an infrastructure error: the job is retried
