@@ -103,6 +103,7 @@ func (e *Executor) Tier(ctx context.Context) (validation.Tier, error) {
 
 // Run runs req.Plan as executors.Executor's lifecycle says.
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	clock := newPhaseClock()
 	p, err := e.probe.get(ctx)
 	if err != nil {
 		return executors.Result{}, err
@@ -126,6 +127,14 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		res.SecretsWithheld = append(res.SecretsWithheld, s.Name)
 	}
 	res.Notes = append(res.Notes, p.notes...)
+	clock.mark("isolation")
+	// Registered first, so it runs last: the cleanup is timed too.
+	defer func() {
+		if err == nil {
+			clock.mark("cleanup")
+			res.Phases = clock.phases
+		}
+	}()
 
 	runID, err := randomID()
 	if err != nil {
@@ -148,6 +157,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	defer tool.close()
 	res.Platform.PackageManagerVersion = tool.version
 	res.Notes = append(res.Notes, tool.notes...)
+	clock.mark("package-manager")
 	// An exhausted pool is an infrastructure error: the job is retried
 	// once a run ends.
 	tn, err := e.uids.take()
@@ -175,6 +185,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 	}
+	clock.mark("workspace")
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
@@ -221,6 +232,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			err = errors.Join(err, cerr)
 		}
 	}()
+	clock.mark("config-and-cgroup")
 	if sb.cg.limits && sb.cg.version != cgroupNone {
 		l := e.opts.Limits
 		res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
@@ -234,6 +246,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if perr != nil {
 		return executors.Result{}, fmt.Errorf("platform probe: %w", perr)
 	}
+	clock.mark("platform-probe")
 	if v := strings.TrimSpace(node.Output.Head); node.Status == validation.StatusPassed && isVersion(v) {
 		res.Platform.Node = v
 	} else {
@@ -248,6 +261,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		if note != "" {
 			res.Notes = append(res.Notes, note)
 		}
+		clock.mark("git-work-tree")
 	}
 
 	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))
@@ -278,6 +292,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			timeout:   timeout,
 			maxOutput: e.opts.MaxOutputBytes,
 		})
+		clock.mark("step:" + st.Name)
 		e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
 			slog.String("executor", Name), slog.String("step", st.Name),
 			slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))
