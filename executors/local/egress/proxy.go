@@ -497,34 +497,51 @@ func (p *Proxy) spawn(f func()) {
 // decide resolves host when the rules permit it (and it is a name) and
 // returns Decide's verdict.
 func (p *Proxy) decide(ctx context.Context, host string, port int) Decision {
+	return resolveAndDecide(ctx, p.cfg, p.own, host, port)
+}
+
+// resolveAndDecide is Decide on host:port with cfg's rules, the name
+// resolved (within DialTimeout) only when a rule permits it: a refused
+// name is never looked up.
+func resolveAndDecide(ctx context.Context, cfg Config, own []netip.Addr, host string, port int) Decision {
 	var resolved []netip.Addr
-	if _, ok := Matches(p.cfg.Rules, host, port); ok {
+	if _, ok := Matches(cfg.Rules, host, port); ok {
 		if _, literal, err := normalizeHost(host); err == nil && !literal.IsValid() {
-			rctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-			addrs, err := p.cfg.Resolve(rctx, host)
+			rctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+			addrs, err := cfg.Resolve(rctx, host)
 			cancel()
 			if err != nil {
-				p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress resolve",
+				cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress resolve",
 					slog.String(logKeyHost, host), slog.String(logKeyError, err.Error()))
 			}
 			resolved = addrs
 		}
 	}
-	return Decide(p.cfg.Rules, host, port, resolved, p.own)
+	return Decide(cfg.Rules, host, port, resolved, own)
 }
 
 // dial connects to the first of addrs (each one a checked address) that
 // answers, each within DialTimeout, and tracks the connection.
 func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port int) (net.Conn, error) {
+	c, err := dialFirst(ctx, p.cfg, addrs, port)
+	if err != nil {
+		return nil, err
+	}
+	if !p.track(c) {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+
+// dialFirst connects to the first of addrs that answers, each within
+// cfg.DialTimeout, by address.
+func dialFirst(ctx context.Context, cfg Config, addrs []netip.Addr, port int) (net.Conn, error) {
 	var errs []error
 	for _, a := range addrs {
-		dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-		c, err := p.cfg.Dial(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		c, err := cfg.Dial(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		cancel()
 		if err == nil {
-			if !p.track(c) {
-				return nil, net.ErrClosed
-			}
 			return c, nil
 		}
 		errs = append(errs, err)

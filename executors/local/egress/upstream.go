@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/tls"
 	"crypto/x509"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -59,10 +58,11 @@ type UpstreamConfig struct {
 // dial and a TLS handshake. It adds the configured credentials to each
 // request. It is safe for concurrent use.
 type Upstreams struct {
-	cfg   UpstreamConfig
-	own   []netip.Addr
-	rules []Rule
-	tr    *http.Transport
+	cfg UpstreamConfig
+	own []netip.Addr
+	// dec is the Config its dials decide and dial with.
+	dec Config
+	tr  *http.Transport
 }
 
 // errDenied is a dial the rules refused once the name was resolved.
@@ -83,7 +83,8 @@ func NewUpstreams(cfg UpstreamConfig) (*Upstreams, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress upstreams: %w", err)
 	}
-	cfg.Resolve, cfg.Dial, cfg.DialTimeout, cfg.MaxHeaderBytes = pc.Resolve, pc.Dial, pc.DialTimeout, pc.MaxHeaderBytes
+	pc.Rules = rules
+	cfg.DialTimeout, cfg.MaxHeaderBytes = pc.DialTimeout, pc.MaxHeaderBytes
 	if cfg.IdlePerHost <= 0 {
 		cfg.IdlePerHost = DefaultUpstreamIdlePerHost
 	}
@@ -99,7 +100,7 @@ func NewUpstreams(cfg UpstreamConfig) (*Upstreams, error) {
 			return nil, err
 		}
 	}
-	u := &Upstreams{cfg: cfg, own: own, rules: rules}
+	u := &Upstreams{cfg: cfg, own: own, dec: pc}
 	u.tr = &http.Transport{
 		Proxy:                  nil, // never the worker's own proxy settings
 		DialContext:            u.dial,
@@ -130,32 +131,15 @@ func (u *Upstreams) dial(ctx context.Context, network, addr string) (net.Conn, e
 	if err != nil {
 		return nil, err
 	}
-	var resolved []netip.Addr
-	if _, ok := Matches(u.rules, host, port); ok {
-		if _, literal, err := normalizeHost(host); err == nil && !literal.IsValid() {
-			rctx, cancel := context.WithTimeout(ctx, u.cfg.DialTimeout)
-			resolved, _ = u.cfg.Resolve(rctx, host)
-			cancel()
-		}
-	}
-	dec := Decide(u.rules, host, port, resolved, u.own)
+	dec := resolveAndDecide(ctx, u.dec, u.own, host, port)
 	if !dec.Allowed {
 		return nil, &errDenied{dec.Reason}
 	}
-	var errs []error
-	for _, a := range dec.Addrs {
-		dctx, cancel := context.WithTimeout(ctx, u.cfg.DialTimeout)
-		c, err := u.cfg.Dial(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
-		cancel()
-		if err == nil {
-			return c, nil
-		}
-		errs = append(errs, err)
-		if ctx.Err() != nil {
-			break
-		}
+	c, err := dialFirst(ctx, u.dec, dec.Addrs, port)
+	if err != nil {
+		return nil, &errDial{err}
 	}
-	return nil, &errDial{errors.Join(errs...)}
+	return c, nil
 }
 
 // roundTrip sends req upstream with the registry's credentials, if any.
