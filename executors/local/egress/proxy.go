@@ -231,6 +231,9 @@ type Proxy struct {
 	own   []netip.Addr
 	stats *stats
 	up    *Upstreams
+	// ownUp says up is the proxy's own (Config.Upstreams was nil):
+	// Close closes its idle connections.
+	ownUp bool
 	// tunnels are Config.Tunnels, canonical; Config.Rules holds them too.
 	tunnels []Rule
 
@@ -273,8 +276,8 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
-	up := cfg.Upstreams
-	if up == nil {
+	up, ownUp := cfg.Upstreams, cfg.Upstreams == nil
+	if ownUp {
 		if up, err = NewUpstreams(UpstreamConfig{
 			Rules: rules, Resolve: cfg.Resolve, Dial: cfg.Dial, OwnAddrs: own,
 			DialTimeout: cfg.DialTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
@@ -289,6 +292,7 @@ func New(cfg Config) (*Proxy, error) {
 		own:       own,
 		stats:     st,
 		up:        up,
+		ownUp:     ownUp,
 		tunnels:   tunnels,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
@@ -437,6 +441,9 @@ func (p *Proxy) Close() error {
 		hangUp(c)
 	}
 	p.wg.Wait()
+	if p.ownUp {
+		p.up.Close()
+	}
 	return errors.Join(errs...)
 }
 
