@@ -16,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -73,6 +74,23 @@ type Cache struct {
 	total   int64
 
 	hits, misses, served atomic.Int64
+
+	// parsed are the digests of the packuments last served from the
+	// kept files, by file identity (see digests).
+	parsedMu sync.Mutex
+	parsed   map[fileID]map[string][]byte
+}
+
+// MaxParsedPackuments bounds the packuments whose digests a Cache keeps
+// in memory; past it they are dropped and parsed again when asked.
+const MaxParsedPackuments = 4096
+
+// fileID names one version of a kept file: a new document is a new
+// file (renamed into place), so its identity changes. (Not its
+// modification time: a hit moves that.)
+type fileID struct {
+	dev, ino uint64
+	size     int64
 }
 
 // cacheEntry is one file the cache accounts for.
@@ -139,6 +157,42 @@ func OpenCache(cfg CacheConfig) (*Cache, error) {
 	c.evictLocked()
 	c.mu.Unlock()
 	return c, nil
+}
+
+// digests returns the sha512 digests a packument response publishes,
+// by version. One served from a kept file is parsed once per version of
+// that file.
+func (c *Cache) digests(resp *http.Response) (map[string][]byte, error) {
+	f, ok := resp.Body.(*os.File)
+	if !ok {
+		return publishedIntegrities(resp.Body)
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return publishedIntegrities(f)
+	}
+	id := fileID{dev: st.Dev, ino: st.Ino, size: fi.Size()}
+	c.parsedMu.Lock()
+	doc, ok := c.parsed[id]
+	c.parsedMu.Unlock()
+	if ok {
+		return doc, nil
+	}
+	doc, err = publishedIntegrities(f)
+	if err != nil {
+		return nil, err
+	}
+	c.parsedMu.Lock()
+	if c.parsed == nil || len(c.parsed) >= MaxParsedPackuments {
+		c.parsed = map[fileID]map[string][]byte{}
+	}
+	c.parsed[id] = doc
+	c.parsedMu.Unlock()
+	return doc, nil
 }
 
 // Stats returns the cache's totals.

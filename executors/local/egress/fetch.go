@@ -175,7 +175,9 @@ func (p *Proxy) tarball(ctx context.Context, out *http.Request, o origin, ref ta
 }
 
 // integrity is the sha512 the registry publishes for ref's version,
-// from its abbreviated packument (through the metadata cache).
+// from its abbreviated packument (through the metadata cache). A kept
+// packument is parsed once: the digests are remembered for as long as
+// that same document is what the cache serves.
 func (p *Proxy) integrity(ctx context.Context, tarball *http.Request, o origin, ref tarballRef) ([]byte, error) {
 	u := o.base() + ref.packumentPath()
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
@@ -194,7 +196,15 @@ func (p *Proxy) integrity(ctx context.Context, tarball *http.Request, o origin, 
 	if resp.StatusCode != http.StatusOK {
 		return nil, errors.New("packument: " + resp.Status)
 	}
-	return publishedIntegrity(resp.Body, ref.version)
+	doc, err := p.cfg.Cache.digests(resp)
+	if err != nil {
+		return nil, err
+	}
+	sum, ok := doc[ref.version]
+	if !ok {
+		return nil, errNoIntegrity
+	}
+	return sum, nil
 }
 
 // tarballHeader is the header of a tarball served from the cache.

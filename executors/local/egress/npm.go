@@ -81,9 +81,10 @@ func acceptClass(accept string) string {
 // the version asked for: the tarball passes through, never stored.
 var errNoIntegrity = errors.New("no sha512 integrity published")
 
-// publishedIntegrity reads a packument (at most MaxMetadataBytes) and
-// returns the sha512 its registry publishes for version.
-func publishedIntegrity(r io.Reader, version string) ([]byte, error) {
+// publishedIntegrities reads a packument (at most MaxMetadataBytes) and
+// returns the sha512 its registry publishes for each version that has
+// one.
+func publishedIntegrities(r io.Reader) (map[string][]byte, error) {
 	b, err := io.ReadAll(io.LimitReader(r, MaxMetadataBytes+1))
 	if err != nil {
 		return nil, err
@@ -101,11 +102,13 @@ func publishedIntegrity(r io.Reader, version string) ([]byte, error) {
 	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil {
 		return nil, err
 	}
-	v, ok := doc.Versions[version]
-	if !ok {
-		return nil, errNoIntegrity
+	out := make(map[string][]byte, len(doc.Versions))
+	for v, m := range doc.Versions {
+		if sum, err := sha512Of(m.Dist.Integrity); err == nil {
+			out[v] = sum
+		}
 	}
-	return sha512Of(v.Dist.Integrity)
+	return out, nil
 }
 
 // sha512Of returns the sha512 digest of an SRI integrity string
