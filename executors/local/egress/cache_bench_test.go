@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"bytes"
 	"crypto/sha512"
 	"encoding/base64"
 	"encoding/json"
@@ -90,4 +91,52 @@ func BenchmarkCacheLargeTarball(b *testing.B) {
 	close(stop)
 	wg.Wait()
 	b.ReportMetric(float64(peak)/(1<<20), "peak-heap-MiB")
+}
+
+// BenchmarkPackumentDigests is what the digests memo saves per tarball
+// served from the cache: parsing a kept packument of 3000 versions
+// (about as large as typescript's abbreviated one) against looking its
+// digests up.
+func BenchmarkPackumentDigests(b *testing.B) {
+	vs := map[string]any{}
+	for i := range 3000 {
+		vs["1.0."+strconv.Itoa(i)] = map[string]any{"name": "big", "version": "1.0." + strconv.Itoa(i),
+			"dependencies": map[string]string{"a": "^1", "b": "^2"},
+			"dist":         map[string]any{"integrity": "sha512-" + base64.StdEncoding.EncodeToString(make([]byte, 64)), "tarball": "https://registry.example/big/-/big-1.0." + strconv.Itoa(i) + ".tgz"}}
+	}
+	body, err := json.Marshal(map[string]any{"name": "big", "versions": vs})
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := openCache(b, b.TempDir(), 0, 0)
+	tmp, n, _, err := c.spool(bytes.NewReader(body), nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := c.storeMeta("k", metaHead{}, tmp.Name(), n); err != nil {
+		b.Fatal(err)
+	}
+	tmp.Close()
+	for _, memo := range []bool{false, true} {
+		b.Run(map[bool]string{false: "parse", true: "memo"}[memo], func(b *testing.B) {
+			b.SetBytes(int64(len(body)))
+			for range b.N {
+				_, f, size, ok := c.loadMeta("k")
+				if !ok {
+					b.Fatal("not kept")
+				}
+				resp := fileResponse(http.Header{}, f, size)
+				var err error
+				if memo {
+					_, err = c.digests(resp)
+				} else {
+					_, err = publishedIntegrities(resp.Body)
+				}
+				resp.Body.Close()
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
