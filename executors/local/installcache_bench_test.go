@@ -74,6 +74,9 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if st.Status != validation.StatusPassed {
 			b.Fatalf("gilf install: %s\n%s\n%s", st.Status, st.Output.Head, st.Output.Tail)
 		}
+		if eg := st.Egress; eg.Throttled != 0 || len(eg.Denied) != 0 {
+			b.Fatalf("a normal install met a limit: throttled %d, denied %+v", eg.Throttled, eg.Denied)
+		}
 		return st.Duration, wall - st.Duration
 	}
 	var cold, first, warm, second, fixed []time.Duration

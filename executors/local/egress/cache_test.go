@@ -313,4 +313,12 @@ func TestCacheThroughTLS(t *testing.T) {
 	if n := reg.count("GET " + scopedTarball); n != 1 {
 		t.Errorf("the registry was asked %d times for the tarball", n)
 	}
+	// The pool speaks HTTP/2 to a registry that offers it.
+	reg.mu.Lock()
+	defer reg.mu.Unlock()
+	for i, p := range reg.protos {
+		if p != "HTTP/2.0" {
+			t.Errorf("request %s came over %s", reg.requests[i], p)
+		}
+	}
 }

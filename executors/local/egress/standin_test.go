@@ -35,6 +35,7 @@ type standin struct {
 	mu       sync.Mutex
 	requests []string // "METHOD path"
 	auths    []string // the Authorization fields seen
+	protos   []string // the protocol of each request
 }
 
 // newStandin is a registry of pkg (two versions) and @scope/lib.
@@ -73,6 +74,7 @@ func (s *standin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	s.requests = append(s.requests, r.Method+" "+r.URL.Path)
 	s.auths = append(s.auths, r.Header.Get("Authorization"))
+	s.protos = append(s.protos, r.Proto)
 	s.mu.Unlock()
 	if s.token != "" && r.Header.Get("Authorization") != "Bearer "+s.token {
 		http.Error(w, `{"error":"unauthorized"}`, http.StatusUnauthorized)
