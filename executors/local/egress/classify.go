@@ -39,7 +39,9 @@ const (
 	// scheme (an https:// absolute URI without CONNECT, ftp://, a
 	// request in origin form).
 	ReasonBadRequest Reason = "bad_request"
-	// ReasonLimit: too many connections were open.
+	// ReasonLimit: too many connections were open. No longer recorded as
+	// a denial: a connection past MaxConns is counted as throttled
+	// (Report.Throttled). Kept so older records read.
 	ReasonLimit Reason = "connection_limit"
 	// ReasonDialFailed: the destination was allowed but none of its
 	// permitted addresses accepted a connection.
