@@ -28,7 +28,7 @@ const (
 	// between or within requests, that moved no byte either way.
 	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultMaxConns is how many client connections may be open at
-	// once; past it a connection is answered 503 (ReasonLimit).
+	// once; past it a connection is answered 503 and counted as throttled.
 	DefaultMaxConns = 256
 	// DefaultMaxHeaderBytes bounds a request's head (request line and
 	// header fields), and an upstream response's.
@@ -223,7 +223,7 @@ func canonicalRules(field string, rules []Rule) ([]Rule, error) {
 // refuses, 400 for a request it will not serve (ReasonBadRequest), 431
 // for a head over MaxHeaderBytes, 502 when no permitted address could be
 // dialed (ReasonDialFailed) or the upstream failed before its response,
-// 503 past MaxConns (ReasonLimit). A client that goes silent or away is
+// 503 past MaxConns (counted as throttled). A client that goes silent or away is
 // hung up on without an answer or a record. The proxy never follows a
 // redirect: the client gets the 3xx.
 type Proxy struct {
