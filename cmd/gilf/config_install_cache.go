@@ -109,9 +109,13 @@ func loadInstallCache(getenv func(string) string, errs []error) (InstallCacheCon
 func buildEgress(cfg Config, rules []egress.Rule, reg WorkerRegistries, log *slog.Logger) (local.EgressOptions, error) {
 	ic := cfg.Validation.Install.Cache
 	o := local.EgressOptions{AllowHosts: rules, Registries: reg.Npm, Tunnels: ic.TunnelHosts}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return local.EgressOptions{}, fmt.Errorf("install network: GILF_DATA_DIR: %w", err)
+	}
 	var errs []error
 	if ic.TerminateTLS {
-		ca, err := egress.LoadOrCreateCA(filepath.Join(cfg.DataDir, EgressCADirName))
+		ca, err := egress.LoadOrCreateCA(filepath.Join(dataDir, EgressCADirName))
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -119,7 +123,7 @@ func buildEgress(cfg Config, rules []egress.Rule, reg WorkerRegistries, log *slo
 	}
 	if ic.CacheBytes > 0 {
 		c, err := egress.OpenCache(egress.CacheConfig{
-			Dir: filepath.Join(cfg.DataDir, InstallCacheDirName), MaxBytes: ic.CacheBytes, MetadataTTL: ic.MetadataTTL, Log: log,
+			Dir: filepath.Join(dataDir, InstallCacheDirName), MaxBytes: ic.CacheBytes, MetadataTTL: ic.MetadataTTL, Log: log,
 		})
 		if err != nil {
 			errs = append(errs, err)
