@@ -134,13 +134,13 @@ func (tr *tlsRegistry) route(opts *EgressOptions) {
 	opts.RootCAs = tr.roots
 }
 
-// The install step reaches a TLS registry through the terminating proxy:
-// npm inside the sandbox trusts the worker's CA through the bundle gilf
-// writes, the install passes, and a publish from a preinstall script is
-// refused inside TLS (recorded), the registry seeing only GETs.
-func TestInstallThroughTerminatingProxy(t *testing.T) {
+// terminatingSetup is the package's Verdaccio behind a TLS front reached
+// as example.com, and the egress options of a proxy that terminates its
+// TLS with a fresh worker CA (Verdaccio's own tarball URLs allowed too).
+func terminatingSetup(t *testing.T) (*tlsRegistry, EgressOptions) {
+	t.Helper()
 	r := registry(t)
-	plain, err := egress.RuleFromURL(r.URL) // Verdaccio's tarball URLs
+	plain, err := egress.RuleFromURL(r.URL)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -151,6 +151,15 @@ func TestInstallThroughTerminatingProxy(t *testing.T) {
 	}
 	opts := EgressOptions{AllowHosts: []egress.Rule{front.rule, plain}, CA: ca}
 	front.route(&opts)
+	return front, opts
+}
+
+// The install step reaches a TLS registry through the terminating proxy:
+// npm inside the sandbox trusts the worker's CA through the bundle gilf
+// writes, the install passes, and a publish from a preinstall script is
+// refused inside TLS (recorded), the registry seeing only GETs.
+func TestInstallThroughTerminatingProxy(t *testing.T) {
+	front, opts := terminatingSetup(t)
 	e := newExec(t, Options{Egress: opts})
 	dir := registryRepo(t, front.url, map[string]string{
 		"exfil/package.json": `{"name":"exfil","version":"1.0.0"}`,
@@ -198,24 +207,15 @@ func TestInstallThroughTerminatingProxy(t *testing.T) {
 // trusts the worker's CA through the bundle gilf writes), and a second
 // run takes what it fetched from the shared cache.
 func TestInstallThroughTerminatingProxyPM(t *testing.T) {
-	r := registry(t)
-	plain, err := egress.RuleFromURL(r.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	front := startTLSRegistry(t, r.URL)
-	ca, err := egress.LoadOrCreateCA(filepath.Join(t.TempDir(), "ca"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	front, base := terminatingSetup(t)
 	for _, pm := range []validation.PackageManager{validation.PNPM, validation.Yarn} {
 		t.Run(string(pm), func(t *testing.T) {
 			cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
 			if err != nil {
 				t.Fatal(err)
 			}
-			opts := EgressOptions{AllowHosts: []egress.Rule{front.rule, plain}, CA: ca, Cache: cache}
-			front.route(&opts)
+			opts := base
+			opts.Cache = cache
 			var recs []*validation.Egress
 			for range 2 {
 				e := newExec(t, Options{Egress: opts})
