@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/internal/logtail"
+	"github.com/gilf-review/gilf/internal/ownthread"
 )
 
 // Install is how CI gets Verdaccio and the tarballs; it runs from the
@@ -210,7 +211,10 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools, pr
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	cmd.WaitDelay = StopTimeout
-	if err := cmd.Start(); err != nil {
+	// Started from a thread of its own: Pdeathsig is that thread's end,
+	// and the caller's may end long before this process does.
+	wait, err := ownthread.Start(cmd)
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start verdaccio in a new network namespace (needs root): %w", err), ln.Close())
 	}
 
@@ -229,7 +233,7 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools, pr
 		private: private,
 	}
 	go func() {
-		r.waitErr = cmd.Wait() // read after exited closes
+		r.waitErr = <-wait // read after exited closes
 		close(r.exited)
 	}()
 	go r.fwd.serve()
