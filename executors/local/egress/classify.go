@@ -59,6 +59,11 @@ const (
 	// match the integrity it publishes for that version; nothing was
 	// stored or passed on.
 	ReasonIntegrity Reason = "integrity_mismatch"
+	// ReasonUpstream: the destination was allowed and dialed, but the
+	// connection failed before the response's head (closed, reset, an
+	// unreadable or oversized head, no head in time). The proxy answers
+	// 502; the worker's log has the error.
+	ReasonUpstream Reason = "upstream_failed"
 )
 
 // addrRange is one block of addresses that may not be dialed.

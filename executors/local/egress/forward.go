@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/textproto"
 	"strings"
@@ -142,7 +143,9 @@ func (s *session) serveRequest(ctx context.Context, req *http.Request, o origin)
 // upstreamFailed records and answers a request the upstream did not
 // answer: refused at the dial (a name that resolved to a forbidden
 // address), not dialed, a tarball that failed its integrity, or an
-// upstream that failed before its response.
+// upstream that failed before its response. Each is in the record: a 502
+// the record does not explain sends whoever reads it looking in the
+// wrong place.
 func (s *session) upstreamFailed(ctx context.Context, o origin, err error) {
 	var denied *errDenied
 	var dial *errDial
@@ -155,7 +158,9 @@ func (s *session) upstreamFailed(ctx context.Context, o origin, err error) {
 		s.refuse(ctx, http.StatusBadGateway, o.host, o.port, ReasonIntegrity)
 	case ctx.Err() != nil:
 	default:
-		s.answer(ctx, http.StatusBadGateway, "gilf egress: "+hostPortString(o.host, o.port)+": upstream failed\n")
+		s.p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress upstream failed",
+			slog.String(logKeyHost, o.host), slog.Int(logKeyPort, o.port), slog.String(logKeyError, err.Error()))
+		s.refuse(ctx, http.StatusBadGateway, o.host, o.port, ReasonUpstream)
 	}
 }
 

@@ -276,3 +276,35 @@ func TestProxyRetriesClosedKeptUpstream(t *testing.T) {
 		t.Errorf("%d upstream connections, want 3", n)
 	}
 }
+
+// An allowed upstream that takes the connection and closes it unanswered
+// (the test registry's forwarder once Verdaccio behind it was gone): the
+// client gets 502, and the record says why, which it once did not.
+func TestProxyRecordsUpstreamFailure(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	serveConns(t, l, func(c net.Conn) {
+		http.ReadRequest(bufio.NewReader(c)) // read, never answered
+	})
+	target := l.Addr().String()
+	tp := startProxy(t, Config{Rules: rules(t, target)}, nil)
+	c := tp.dial(t)
+	if _, err := io.WriteString(c, "GET http://"+target+"/express HTTP/1.1\r\nHost: "+target+"\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	h := readHead(t, bufio.NewReader(c))
+	if h.status != http.StatusBadGateway || !strings.Contains(h.body, string(ReasonUpstream)) {
+		t.Errorf("got %d %q, want 502 %s", h.status, h.body, ReasonUpstream)
+	}
+	tp.stop(t)
+	host, port, err := parseTarget(target, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Report{Denied: []validation.EgressDenial{{Host: host, Port: port, Reason: string(ReasonUpstream), Count: 1}}}
+	if diff := cmp.Diff(want, tp.Report()); diff != "" {
+		t.Errorf("report (-want +got):\n%s", diff)
+	}
+}
