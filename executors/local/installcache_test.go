@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -18,8 +19,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/internal/registrytest"
+	"github.com/gilf-review/gilf/toolchain"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -234,6 +237,85 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 				if a.Tunnel {
 					t.Errorf("%s passed through opaque", a.Host)
 				}
+			}
+		})
+	}
+}
+
+// Yarn berry and bun, prepared from the registry as a worker prepares
+// them, install through the terminating proxy too: each trusts the
+// worker's CA through the bundle gilf names (yarn berry by
+// YARN_HTTPS_CA_FILE_PATH, bun by the variables Node's and npm's own),
+// reaches the registry through terminated TLS, and a second run takes its
+// tarballs from the shared cache. (Verdaccio's tarball URLs are its own
+// plain http:// ones, which yarn berry must be told it may use.)
+func TestInstallThroughTerminatingProxyBerryAndBun(t *testing.T) {
+	front, base := terminatingSetup(t)
+	tools, err := toolchain.New(toolchain.Options{Dir: filepath.Join(t.TempDir(), "toolchains"), Registry: registry(t).URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	name, version, _ := strings.Cut(strings.TrimPrefix(registrytest.Root(), "@"), "@")
+	for _, tc := range []struct {
+		tool  validation.ToolRequest
+		files map[string]string
+	}{
+		{validation.ToolRequest{Manager: validation.YarnBerry, Version: "4.4.1"}, map[string]string{
+			".yarnrc.yml": "npmRegistryServer: \"" + strings.TrimSuffix(front.url, "/") + "\"\nnodeLinker: node-modules\nenableTelemetry: false\nenableImmutableInstalls: false\nunsafeHttpWhitelist: [\"127.0.0.1\"]\n",
+		}},
+		{validation.ToolRequest{Manager: validation.Bun, Version: "1.2.20"}, map[string]string{
+			"bunfig.toml": "[install]\nregistry = \"" + front.url + "\"\n",
+		}},
+	} {
+		pm := tc.tool.Manager
+		t.Run(string(pm), func(t *testing.T) {
+			cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
+			if err != nil {
+				t.Fatal(err)
+			}
+			opts := base
+			opts.Cache = cache
+			files := map[string]string{
+				"package.json": fmt.Sprintf(`{"name":"app","version":"1.0.0","private":true,"dependencies":{%q:%q},
+"scripts":{"test":"node -e \"require('%s'); console.log('dependency loaded')\""}}`, name, version, name),
+			}
+			maps.Copy(files, tc.files)
+			var recs []*validation.Egress
+			for i := range 2 {
+				root := workRoot(t)
+				e := newExec(t, Options{WorkRoot: root, Egress: opts, Tools: tools})
+				// The package manager's mirror is kept for later runs.
+				t.Cleanup(func() {
+					if err := os.RemoveAll(filepath.Join(root, toolsDirName)); err != nil {
+						t.Error(err)
+					}
+				})
+				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+				defer cancel()
+				res, err := e.Run(ctx, executors.Request{Dir: repo(t, files), Plan: validation.Plan{PackageManager: pm, Tool: tc.tool, Steps: []validation.Step{
+					{Name: validation.StepInstall, Argv: validation.InstallArgv(pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
+					{Name: validation.StepTest, Argv: validation.RunArgv(pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
+				}}})
+				if err != nil {
+					t.Fatalf("run %d: %v", i, err)
+				}
+				wantStatus(t, res.Steps[0], validation.StatusPassed)
+				wantStatus(t, res.Steps[1], validation.StatusPassed)
+				if !strings.Contains(res.Steps[1].Output.Head, "dependency loaded") {
+					t.Errorf("run %d: test output %q", i, res.Steps[1].Output.Head)
+				}
+				eg := res.Steps[0].Egress
+				var reached bool
+				for _, a := range eg.Allowed {
+					reached = reached || (a.Host == "example.com" && a.Port == 443 && !a.Tunnel && a.BytesIn > 0)
+				}
+				if !reached || len(eg.Denied) != 0 {
+					t.Errorf("run %d: egress %+v: want example.com reached through terminated TLS, nothing denied", i, eg)
+				}
+				recs = append(recs, eg)
+			}
+			if c := recs[1].Cache; c == nil || c.Hits == 0 || c.Misses != 0 {
+				t.Errorf("second run's cache %+v (first %+v): want hits only", c, recs[0].Cache)
 			}
 		})
 	}
