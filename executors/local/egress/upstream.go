@@ -149,9 +149,3 @@ func (u *Upstreams) roundTrip(req *http.Request, host string, port int) (*http.R
 	}
 	return u.tr.RoundTrip(req)
 }
-
-// hasCredentials reports whether the proxy adds credentials for host:port.
-func (u *Upstreams) hasCredentials(host string, port int) bool {
-	_, ok := u.cfg.Credentials[hostPortString(host, port)]
-	return ok
-}
