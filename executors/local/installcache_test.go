@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"fmt"
 	"io"
-	"maps"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -206,96 +205,61 @@ func TestInstallThroughTerminatingProxy(t *testing.T) {
 	}
 }
 
-// pnpm and yarn classic install through the terminating proxy too (each
-// trusts the worker's CA through the bundle gilf writes), and a second
-// run takes what it fetched from the shared cache.
+// pnpm, yarn classic, yarn berry and bun install through the terminating
+// proxy too: each trusts the worker's CA through the bundle gilf names
+// (yarn berry by YARN_HTTPS_CA_FILE_PATH, the others by the variables of
+// Node, npm and yarn classic), reaches the registry through terminated
+// TLS, and a second run takes what it fetched from the shared cache. Yarn
+// berry and bun are prepared from the registry as a worker prepares them;
+// Verdaccio's tarball URLs are its own plain http:// ones, which yarn
+// berry must be told it may use.
 func TestInstallThroughTerminatingProxyPM(t *testing.T) {
-	front, base := terminatingSetup(t)
-	for _, pm := range []validation.PackageManager{validation.PNPM, validation.Yarn} {
-		t.Run(string(pm), func(t *testing.T) {
-			cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
-			if err != nil {
-				t.Fatal(err)
-			}
-			opts := base
-			opts.Cache = cache
-			var recs []*validation.Egress
-			for range 2 {
-				e := newExec(t, Options{Egress: opts})
-				res := runPlan(t, e, registryRepo(t, front.url, nil),
-					validation.Step{Name: validation.StepInstall, Argv: validation.InstallArgv(pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
-					validation.Step{Name: validation.StepTest, Argv: validation.RunArgv(pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
-				)
-				wantStatus(t, res.Steps[0], validation.StatusPassed)
-				wantStatus(t, res.Steps[1], validation.StatusPassed)
-				recs = append(recs, res.Steps[0].Egress)
-			}
-			if c := recs[1].Cache; c == nil || c.Hits == 0 || c.Misses != 0 {
-				t.Errorf("second run's cache %+v (first %+v): want hits only", c, recs[0].Cache)
-			}
-			for _, a := range recs[0].Allowed {
-				if a.Tunnel {
-					t.Errorf("%s passed through opaque", a.Host)
-				}
-			}
-		})
-	}
-}
-
-// Yarn berry and bun, prepared from the registry as a worker prepares
-// them, install through the terminating proxy too: each trusts the
-// worker's CA through the bundle gilf names (yarn berry by
-// YARN_HTTPS_CA_FILE_PATH, bun by the variables Node's and npm's own),
-// reaches the registry through terminated TLS, and a second run takes its
-// tarballs from the shared cache. (Verdaccio's tarball URLs are its own
-// plain http:// ones, which yarn berry must be told it may use.)
-func TestInstallThroughTerminatingProxyBerryAndBun(t *testing.T) {
 	front, base := terminatingSetup(t)
 	tools, err := toolchain.New(toolchain.Options{Dir: filepath.Join(t.TempDir(), "toolchains"), Registry: registry(t).URL})
 	if err != nil {
 		t.Fatal(err)
 	}
-	name, version, _ := strings.Cut(strings.TrimPrefix(registrytest.Root(), "@"), "@")
 	for _, tc := range []struct {
-		tool  validation.ToolRequest
+		pm    validation.PackageManager
+		tool  validation.ToolRequest // none: the worker's own
 		files map[string]string
 	}{
-		{validation.ToolRequest{Manager: validation.YarnBerry, Version: "4.4.1"}, map[string]string{
+		{pm: validation.PNPM},
+		{pm: validation.Yarn},
+		{validation.YarnBerry, validation.ToolRequest{Manager: validation.YarnBerry, Version: "4.4.1"}, map[string]string{
 			".yarnrc.yml": "npmRegistryServer: \"" + strings.TrimSuffix(front.url, "/") + "\"\nnodeLinker: node-modules\nenableTelemetry: false\nenableImmutableInstalls: false\nunsafeHttpWhitelist: [\"127.0.0.1\"]\n",
 		}},
-		{validation.ToolRequest{Manager: validation.Bun, Version: "1.2.20"}, map[string]string{
+		{validation.Bun, validation.ToolRequest{Manager: validation.Bun, Version: "1.2.20"}, map[string]string{
 			"bunfig.toml": "[install]\nregistry = \"" + front.url + "\"\n",
 		}},
 	} {
-		pm := tc.tool.Manager
-		t.Run(string(pm), func(t *testing.T) {
+		t.Run(string(tc.pm), func(t *testing.T) {
 			cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
 			if err != nil {
 				t.Fatal(err)
 			}
 			opts := base
 			opts.Cache = cache
-			files := map[string]string{
-				"package.json": fmt.Sprintf(`{"name":"app","version":"1.0.0","private":true,"dependencies":{%q:%q},
-"scripts":{"test":"node -e \"require('%s'); console.log('dependency loaded')\""}}`, name, version, name),
-			}
-			maps.Copy(files, tc.files)
 			var recs []*validation.Egress
 			for i := range 2 {
 				root := workRoot(t)
 				e := newExec(t, Options{WorkRoot: root, Egress: opts, Tools: tools})
-				// The package manager's mirror is kept for later runs.
+				// A package manager's mirror is kept for later runs.
 				t.Cleanup(func() {
 					if err := os.RemoveAll(filepath.Join(root, toolsDirName)); err != nil {
 						t.Error(err)
 					}
 				})
+				plan := validation.Plan{PackageManager: validation.NPM, Steps: []validation.Step{
+					{Name: validation.StepInstall, Argv: validation.InstallArgv(tc.pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
+					{Name: validation.StepTest, Argv: validation.RunArgv(tc.pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
+				}}
+				if tc.tool.Manager != "" {
+					plan.PackageManager, plan.Tool = tc.pm, tc.tool
+				}
 				ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 				defer cancel()
-				res, err := e.Run(ctx, executors.Request{Dir: repo(t, files), Plan: validation.Plan{PackageManager: pm, Tool: tc.tool, Steps: []validation.Step{
-					{Name: validation.StepInstall, Argv: validation.InstallArgv(pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
-					{Name: validation.StepTest, Argv: validation.RunArgv(pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
-				}}})
+				res, err := e.Run(ctx, executors.Request{Dir: registryRepo(t, front.url, tc.files), Plan: plan})
 				if err != nil {
 					t.Fatalf("run %d: %v", i, err)
 				}
