@@ -335,6 +335,9 @@ func TestPages(t *testing.T) {
 		`<code class="key">review-artifacts/acme%2Fweb/abc/evidence/1/junit.xml</code>`,
 		"s3: 503 SlowDown", "lint failed: 3 errors", "pnpm run lint", "not run because an earlier step failed",
 		"1 of 2 steps agreed", "crabbox", "node 22.11.0", "isolation_tier",
+		// The install step's network, and what the verifying cache served it.
+		"registry via proxy: 1 host, cache 41/44 hits",
+		`<span class="cache">cache: 41 hits, 3 misses, 5.0 MiB served</span>`,
 	} {
 		if !strings.Contains(run, want) {
 			t.Errorf("run page lacks %q", want)

@@ -187,10 +187,15 @@ func (f *fixture) fill(t *testing.T) {
 			Steps: steps(p, p)},
 		Spans: []store.CostSpan{{Lane: store.LanePrimary, Executor: "local", Method: "estimate:wall-clock"}},
 	}, 12*time.Second)
+	failedSteps := steps(p, p, fl, nr)
+	// The install step went through the worker's proxy and its cache.
+	failedSteps[0].Egress = &validation.Egress{Network: validation.NetworkRegistry, Enforcement: validation.EnforcedByWorker,
+		Allowed: []validation.EgressHost{{Host: "registry.npmjs.org", Port: 443, Connections: 44}},
+		Cache:   &validation.EgressCache{Hits: 41, Misses: 3, BytesServed: 5 << 20}, Observed: true}
 	f.failedRun = f.run(t, "acme/web", 42, store.RunRecord{
 		Record: validation.Record{Outcome: validation.OutcomeFailed, Executor: "managed-e2b", IsolationTier: validation.TierRemote,
 			PackageManager: "pnpm", Platform: validation.Platform{OS: "linux", Arch: "amd64", Node: "22.11.0"},
-			Steps: steps(p, p, fl, nr),
+			Steps: failedSteps,
 			Findings: []validation.Finding{{Severity: validation.SeverityHigh, Step: "lint", Path: "src/app.ts",
 				Title: "lint failed: 3 errors", Body: "src/app.ts:12:5  error  'x' is assigned a value but never used",
 				ExecutionClaim: true, EvidenceStatus: "attached", Evidence: []validation.EvidenceRef{

@@ -139,6 +139,9 @@ type jobData struct {
 	Latest  int64 // the newest run; 0 when none
 	CSRF    string
 	Message string
+	// Network is the newest run's steps that had a network: what the
+	// egress proxy and its verifying cache did for each.
+	Network []validation.StepResult
 }
 
 // jobPage shows one job: its facts, every attempt with its error, its
@@ -155,6 +158,15 @@ func (h *Handler) jobPage(r *http.Request, v *view) error {
 	d := jobData{Job: j, CSRF: v.CSRF, Message: moveMessage(r.URL.Query())}
 	if len(j.Runs) > 0 {
 		d.Latest = j.Runs[0]
+		run, err := h.cfg.Reader.RunView(r.Context(), d.Latest)
+		if err != nil {
+			return err
+		}
+		for _, st := range run.Record.Steps {
+			if st.Egress != nil && st.Egress.Network != validation.NetworkNone {
+				d.Network = append(d.Network, st)
+			}
+		}
 	}
 	v.Template, v.Title, v.Active, v.Data = "job", "Job "+strconv.FormatInt(id, 10), "queue", d
 	return nil

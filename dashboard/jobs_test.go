@@ -25,7 +25,9 @@ func TestJobPage(t *testing.T) {
 	}
 	id := func(n int64) string { return strconv.FormatInt(n, 10) }
 	for job, wants := range map[int64][]string{
-		run.JobID: {`id="latest-run" href="/dashboard/runs/` + id(f.failedRun) + `"`, `class="badge s-done"`, `/retry"`},
+		run.JobID: {`id="latest-run" href="/dashboard/runs/` + id(f.failedRun) + `"`, `class="badge s-done"`, `/retry"`,
+			// The latest run's install step: its network and the cache.
+			`<dt>install step's network</dt><dd>registry via proxy: 1 host, cache 41/44 hits<br><span class="cache">cache: 41 hits, 3 misses, 5.0 MiB served</span></dd>`},
 		f.deadJob: {`id="job-attempts"`, "sandbox api: 503 Service Unavailable (attempt 2 of 2)", ">retried<", ">dead<",
 			"worker-1", `id="no-job-runs"`, `action="/dashboard/queue/` + id(f.deadJob) + `/retry"`, `name="back" value="job"`},
 		f.failedJob:  {"get pull request: 404 Not Found", `class="badge s-failed"`, `/retry"`},

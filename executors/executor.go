@@ -100,6 +100,9 @@ type Result struct {
 	// Notes are plain-words facts for the record (network given to the
 	// install step, cgroup limits in force, …).
 	Notes []string `json:"notes,omitempty"`
+	// Phases are where the run's time went, for the record; nil when the
+	// executor does not time them.
+	Phases []validation.Phase `json:"phases,omitempty"`
 }
 
 // RecordEgress sets the egress record of every step that ran, for an

@@ -41,7 +41,7 @@ func NewRecord(in RecordInput) validation.Record {
 		Plan: in.Plan, Executor: executor, Tier: in.Result.Tier, Platform: in.Result.Platform,
 		Steps: steps, Integrity: in.Result.Integrity, SecretsWithheld: in.Result.SecretsWithheld,
 		Notes:   append(append([]string(nil), in.Notes...), in.Result.Notes...),
-		Started: in.Result.Started, Finished: in.Result.Finished,
+		Started: in.Result.Started, Finished: in.Result.Finished, Phases: in.Result.Phases,
 	})
 	rec.VCPU, rec.MemoryGiB = in.Result.Resources.VCPU, in.Result.Resources.MemoryGiB
 	switch {

@@ -28,6 +28,20 @@ type Egress struct {
 	// truth (gilf's own proxy saw every connection); false when gilf
 	// could not observe the step's connections.
 	Observed bool `json:"observed"`
+	// Throttled counts connections the proxy turned away because too
+	// many were open at once: a limit on volume, not a policy refusal.
+	Throttled int `json:"throttled,omitempty"`
+	// Cache is what the proxy's shared registry cache served the step.
+	Cache *EgressCache `json:"cache,omitempty"`
+}
+
+// EgressCache counts one step's requests to the proxy's verifying
+// registry cache: metadata and tarballs served from it (Hits, with the
+// BytesServed), and those fetched from the registry (Misses).
+type EgressCache struct {
+	Hits        int   `json:"hits"`
+	Misses      int   `json:"misses"`
+	BytesServed int64 `json:"bytesServed"`
 }
 
 // Enforcement names who enforces a step's egress policy.
@@ -57,6 +71,10 @@ type EgressHost struct {
 	// Connections counts the tunnels (CONNECT) opened to it and the
 	// plain-HTTP requests forwarded to it, each decided on its own.
 	Connections int `json:"connections"`
+	// Tunnel says the proxy passed this destination's TLS through
+	// opaque (a host named as a tunnel): it saw neither methods nor
+	// content.
+	Tunnel bool `json:"tunnel,omitempty"`
 	// BytesOut is what the step sent, BytesIn what it received.
 	BytesOut int64 `json:"bytesOut"`
 	BytesIn  int64 `json:"bytesIn"`
@@ -98,6 +116,12 @@ func (e *Egress) Summary() string {
 	}
 	if n := e.DeniedCount(); n > 0 {
 		fmt.Fprintf(&b, ", %d denied", n)
+	}
+	if e.Throttled > 0 {
+		fmt.Fprintf(&b, ", %d throttled", e.Throttled)
+	}
+	if c := e.Cache; c != nil && c.Hits+c.Misses > 0 {
+		fmt.Fprintf(&b, ", cache %d/%d hits", c.Hits, c.Hits+c.Misses)
 	}
 	return b.String()
 }

@@ -17,6 +17,7 @@ type RecordInput struct {
 	Notes           []string
 	Started         time.Time
 	Finished        time.Time
+	Phases          []Phase
 }
 
 // NewRecord fills the validation record of an executed run: outcome and
@@ -41,6 +42,7 @@ func NewRecord(in RecordInput) Record {
 		Notes:           recordNotes(in),
 		Started:         in.Started,
 		Finished:        in.Finished,
+		Phases:          slices.Clone(in.Phases),
 	}
 	if rec.Steps == nil {
 		rec.Steps = []StepResult{}

@@ -275,6 +275,17 @@ type Record struct {
 	// estimates; zero when unknown.
 	VCPU      float64 `json:"vcpu,omitempty"`
 	MemoryGiB float64 `json:"memoryGib,omitempty"`
+	// Phases are where the run's time went, in order: the executor's
+	// own phases (preparing the workspace, the package manager, the
+	// probe, each step, cleaning up), so the fixed cost of a run can be
+	// seen. Empty when the executor does not time them.
+	Phases []Phase `json:"phases,omitempty"`
+}
+
+// Phase is one timed part of a run.
+type Phase struct {
+	Name string `json:"name"`
+	Ms   int64  `json:"ms"`
 }
 
 // Intake (SPEC §1). The webhook hands these to the store in one call; they

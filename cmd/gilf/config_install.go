@@ -48,6 +48,9 @@ type InstallConfig struct {
 	AllowHosts []egress.Rule
 	// IgnoreScripts is GILF_INSTALL_IGNORE_SCRIPTS=1.
 	IgnoreScripts bool
+	// Cache is how the proxy terminates TLS, caches and authenticates
+	// (config_install_cache.go).
+	Cache InstallCacheConfig
 }
 
 func loadInstall(getenv func(string) string, errs []error) (InstallConfig, []error) {
@@ -68,6 +71,7 @@ func loadInstall(getenv func(string) string, errs []error) (InstallConfig, []err
 	if c.IgnoreScripts, err = flag01(getenv, envInstallIgnoreScripts); err != nil {
 		errs = append(errs, err)
 	}
+	c.Cache, errs = loadInstallCache(getenv, errs)
 	return c, errs
 }
 

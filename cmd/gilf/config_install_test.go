@@ -67,6 +67,7 @@ func TestLoadInstall(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			tc.want.Cache = defaultInstallCache() // TestLoadInstallCache's
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("(-want +got):\n%s", diff)
 			}

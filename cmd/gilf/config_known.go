@@ -24,6 +24,9 @@ func knownEnv() []string {
 		"GILF_LOCAL_DISK_BYTES", "GILF_LOCAL_DISK_INODES", "GILF_LOCAL_UID_RANGE",
 		// config_install.go
 		envInstallNetwork, envInstallAllowHosts, envInstallIgnoreScripts,
+		// config_install_cache.go
+		envInstallTLSTerminate, envInstallTunnelHosts, envInstallCacheBytes,
+		envInstallCacheMetadataTTL, envInstallRegistryCredsFile,
 		// config_sandbox.go
 		envSandboxCAFile, envSandboxEnv, envToolchainDir, envToolchainRegistry,
 		// config_stages.go

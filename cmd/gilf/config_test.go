@@ -34,7 +34,7 @@ func TestLoadDefaults(t *testing.T) {
 		Validation: ValidationConfig{
 			LocalMinTier:    validation.TierNoNetwork,
 			CodeChangesOnly: true,
-			Install:         InstallConfig{Network: validation.NetworkRegistry},
+			Install:         InstallConfig{Network: validation.NetworkRegistry, Cache: defaultInstallCache()},
 		},
 	}
 	if diff := cmp.Diff(coreOf(want), coreOf(c)); diff != "" {
@@ -65,7 +65,7 @@ func TestLoadValues(t *testing.T) {
 			Executor: "e2b", EnvProvider: "crabbox", AllowLocal: true,
 			LocalMinTier: validation.TierReadOnly, CodeChangesOnly: false,
 			StepTimeout: time.Minute, InstallTimeout: 24 * time.Hour,
-			Install: InstallConfig{Network: validation.NetworkRegistry},
+			Install: InstallConfig{Network: validation.NetworkRegistry, Cache: defaultInstallCache()},
 		},
 	}
 	if diff := cmp.Diff(coreOf(want), coreOf(c)); diff != "" {

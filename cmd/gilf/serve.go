@@ -137,6 +137,7 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 		return err
 	}
 	metrics := newServeMetrics(db)
+	metrics.registerCache(installCache(set))
 	gc, err := github.New(github.Config{
 		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
 		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log, RateLimitRemaining: metrics.jobs.rateRemaining.set,
@@ -315,10 +316,14 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		if err != nil {
 			errs = append(errs, err)
 		}
+		eg, err := buildEgress(cfg, rules, reg, log)
+		if err != nil {
+			errs = append(errs, err)
+		}
 		e, err := local.New(log, local.Options{
 			Tools:   tools,
 			MinTier: cfg.Validation.LocalMinTier,
-			Egress:  local.EgressOptions{AllowHosts: rules, Registries: reg.Npm},
+			Egress:  eg,
 			Disk:    cfg.Validation.LocalDisk,
 			// The range's gids are the same numbers.
 			SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,

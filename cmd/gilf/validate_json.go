@@ -28,6 +28,7 @@ type recordView struct {
 	Notes              []string            `json:"notes"`
 	Started            *time.Time          `json:"started"`
 	Finished           *time.Time          `json:"finished"`
+	Phases             []validation.Phase  `json:"phases"`
 }
 
 type stepView struct {
@@ -102,6 +103,7 @@ func newRecordView(r validation.Record) recordView {
 		Notes:              nonNil(r.Notes),
 		Started:            timePtr(r.Started),
 		Finished:           timePtr(r.Finished),
+		Phases:             nonNil(r.Phases),
 	}
 	for _, s := range r.Steps {
 		sv := stepView{

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -229,6 +230,15 @@ func TestValidateJSON(t *testing.T) {
 	first := steps[0].(map[string]any)
 	if cmd, _ := first["command"].([]any); len(cmd) < 2 || cmd[0] != "npm" || cmd[1] != "ci" {
 		t.Errorf("install command %v, want npm ci …", first["command"])
+	}
+	// Where the run's time went: gilf's own phases and each step.
+	phases, _ := rec["phases"].([]any)
+	var names []string
+	for _, p := range phases {
+		names = append(names, fmt.Sprint(p.(map[string]any)["name"]))
+	}
+	if !slices.Contains(names, "workspace") || !slices.Contains(names, "step:install") || !slices.Contains(names, "cleanup") {
+		t.Errorf("record phases %v", names)
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -29,8 +31,13 @@ type Executor struct {
 	log   *slog.Logger
 	probe *prober
 	uids  *uidPool
-	// ca is Options.CAFile's content, read once by New.
+	// ca is the sandbox's CA bundle: Options.CAFile's content, read
+	// once by New, then the worker's egress CA when the proxy
+	// terminates TLS.
 	ca []byte
+	// up is the one pool of registry connections every install step's
+	// proxy shares.
+	up *egress.Upstreams
 }
 
 // in reports whether id is one of the count ids from first.
@@ -67,7 +74,18 @@ func New(log *slog.Logger, opts Options) (*Executor, error) {
 			return nil, fmt.Errorf("local executor options: %w", err)
 		}
 	}
-	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts), ca: ca}, nil
+	if opts.Egress.CA != nil {
+		ca = slices.Clip(ca)
+		if len(ca) > 0 && ca[len(ca)-1] != '\n' {
+			ca = append(ca, '\n')
+		}
+		ca = append(ca, opts.Egress.CA.PEM()...)
+	}
+	up, err := opts.Egress.newUpstreams()
+	if err != nil {
+		return nil, fmt.Errorf("local executor options: %w", err)
+	}
+	return &Executor{opts: opts, log: log, probe: newProber(opts, log), uids: newUIDPool(opts), ca: ca, up: up}, nil
 }
 
 // Name is "local".
@@ -89,6 +107,7 @@ func (e *Executor) Tier(ctx context.Context) (validation.Tier, error) {
 
 // Run runs req.Plan as executors.Executor's lifecycle says.
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
+	clock := newPhaseClock()
 	p, err := e.probe.get(ctx)
 	if err != nil {
 		return executors.Result{}, err
@@ -112,6 +131,14 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		res.SecretsWithheld = append(res.SecretsWithheld, s.Name)
 	}
 	res.Notes = append(res.Notes, p.notes...)
+	clock.mark("isolation")
+	// Registered first, so it runs last: the cleanup is timed too.
+	defer func() {
+		if err == nil {
+			clock.mark("cleanup")
+			res.Phases = clock.phases
+		}
+	}()
 
 	runID, err := randomID()
 	if err != nil {
@@ -131,8 +158,10 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, err
 	}
+	defer tool.close()
 	res.Platform.PackageManagerVersion = tool.version
 	res.Notes = append(res.Notes, tool.notes...)
+	clock.mark("package-manager")
 	// An exhausted pool is an infrastructure error: the job is retried
 	// once a run ends.
 	tn, err := e.uids.take()
@@ -160,6 +189,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err != nil {
 		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
 	}
+	clock.mark("workspace")
 	if len(skipped) > 0 {
 		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
@@ -196,6 +226,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		ca:        e.ca != nil,
 		env:       tool.env(e.ca != nil),
 		repoEnv:   req.Plan.Env,
+		up:        e.up,
 	}
 	if err := sb.openCgroup(); err != nil {
 		return executors.Result{}, err
@@ -205,6 +236,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			err = errors.Join(err, cerr)
 		}
 	}()
+	clock.mark("config-and-cgroup")
 	if sb.cg.limits && sb.cg.version != cgroupNone {
 		l := e.opts.Limits
 		res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
@@ -218,6 +250,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if perr != nil {
 		return executors.Result{}, fmt.Errorf("platform probe: %w", perr)
 	}
+	clock.mark("platform-probe")
 	if v := strings.TrimSpace(node.Output.Head); node.Status == validation.StatusPassed && isVersion(v) {
 		res.Platform.Node = v
 	} else {
@@ -232,6 +265,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 		if note != "" {
 			res.Notes = append(res.Notes, note)
 		}
+		clock.mark("git-work-tree")
 	}
 
 	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))
@@ -262,6 +296,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			timeout:   timeout,
 			maxOutput: e.opts.MaxOutputBytes,
 		})
+		clock.mark("step:" + st.Name)
 		e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
 			slog.String("executor", Name), slog.String("step", st.Name),
 			slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))

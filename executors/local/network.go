@@ -2,6 +2,7 @@ package local
 
 import (
 	"context"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -36,11 +37,14 @@ const (
 const DefaultRegistry = "https://registry.npmjs.org/"
 
 // InstallMaxConns bounds the connections one install step's proxy serves
-// at once: above what package managers open by default (npm 15 sockets,
-// pnpm 16, yarn 8, bun 48), and low enough that a step that hands over
-// sockets and plays with their blocking mode pins few worker threads (see
-// egress's watchdog).
-const InstallMaxConns = 64
+// at once: well above what package managers open (npm 15 sockets, pnpm
+// 16, yarn classic one per package in flight, bun up to 64 requests at
+// once, each a short loopback hop now that the proxy keeps the upstream
+// connections), so a normal install never meets it; and low enough that
+// a step that hands over sockets and plays with their blocking mode pins
+// a bounded number of worker threads (at most two per connection, see
+// egress's watchdog). Past it a connection is throttled, and recorded so.
+const InstallMaxConns = 256
 
 // EgressOptions configure the install step's only way out: gilf's forward
 // proxy on the host, reached from the sandbox's own network namespace
@@ -59,9 +63,46 @@ type EgressOptions struct {
 	// first argument is egress.BridgeArg (the gilf binary); empty means
 	// this process's own executable.
 	BridgeBinary string
+	// Tunnels are destinations the proxy passes through as opaque TLS
+	// tunnels even when it terminates TLS (a git host over TLS for git
+	// dependencies); they are permitted like AllowHosts and recorded as
+	// tunnels.
+	Tunnels []egress.Rule
+	// CA, when set, is the worker's CA: the proxy terminates the TLS of
+	// the registries with it (so only GET and HEAD leave, and the cache
+	// serves them), and the sandbox's CA bundle holds it after
+	// Options.CAFile. Nil passes TLS through opaque.
+	CA *egress.CA
+	// Cache is the worker's shared verifying registry cache; nil caches
+	// nothing.
+	Cache *egress.Cache
+	// Credentials are added by the proxy to requests to a registry, by
+	// "host:port" (egress.ReadCredentials); the sandbox never holds them.
+	Credentials map[string]string
+	// RootCAs verify the registries' certificates; nil means the
+	// worker's system roots.
+	RootCAs *x509.CertPool
 	// Resolve and Dial replace the proxy's resolver and dialer (tests).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	Dial    func(ctx context.Context, network, addr string) (net.Conn, error)
+}
+
+// newUpstreams is the executor's one pool of registry connections, shared
+// by every install step's proxy.
+func (o EgressOptions) newUpstreams() (*egress.Upstreams, error) {
+	rules := slices.Clone(o.AllowHosts)
+	for _, r := range o.Tunnels {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
+	up, err := egress.NewUpstreams(egress.UpstreamConfig{
+		Rules: rules, Resolve: o.Resolve, Dial: o.Dial, RootCAs: o.RootCAs, Credentials: o.Credentials,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("egress upstreams: %w", err)
+	}
+	return up, nil
 }
 
 // proxyEnv is what an install step is told about its proxy: every
@@ -116,11 +157,15 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	}
 	rules := s.opts.Egress.AllowHosts
 	p, err := egress.New(egress.Config{
-		Rules:    rules,
-		Resolve:  s.opts.Egress.Resolve,
-		Dial:     s.opts.Egress.Dial,
-		MaxConns: InstallMaxConns,
-		Log:      log,
+		Rules:     rules,
+		Tunnels:   s.opts.Egress.Tunnels,
+		CA:        s.opts.Egress.CA,
+		Cache:     s.opts.Egress.Cache,
+		Upstreams: s.up,
+		Resolve:   s.opts.Egress.Resolve,
+		Dial:      s.opts.Egress.Dial,
+		MaxConns:  InstallMaxConns,
+		Log:       log,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy: %w", err)
@@ -147,6 +192,9 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	for _, r := range rules {
 		sp.allow = append(sp.allow, r.String())
 	}
+	for _, r := range s.opts.Egress.Tunnels {
+		sp.allow = append(sp.allow, r.String()+" (tunnel)")
+	}
 	go func() { sp.served <- p.Serve(l) }()
 	return sp, nil
 }
@@ -167,6 +215,8 @@ func (sp *stepProxy) stop() (*validation.Egress, error) {
 			Allowed:       rep.Allowed,
 			Denied:        rep.Denied,
 			DeniedOmitted: rep.DeniedOmitted,
+			Throttled:     rep.Throttled,
+			Cache:         rep.Cache,
 			Observed:      true,
 		}
 		if rep.AllowedOmitted > 0 {

@@ -362,6 +362,8 @@ func (o Options) withDefaults() Options {
 		o.Egress.AllowHosts = slices.Clone(o.Egress.AllowHosts)
 	}
 	o.Egress.Registries = maps.Clone(o.Egress.Registries)
+	o.Egress.Tunnels = slices.Clone(o.Egress.Tunnels)
+	o.Egress.Credentials = maps.Clone(o.Egress.Credentials)
 	o.AllowRead = slices.Clone(o.AllowRead)
 	o.AllowWrite = slices.Clone(o.AllowWrite)
 	o.DenyRead = slices.Clone(o.DenyRead)
@@ -450,7 +452,7 @@ func (o Options) stepEnv(repo map[string]string) map[string]string {
 	env["HOME"] = SandboxHome
 	env["TMPDIR"] = SandboxTmp
 	env["CI"] = "true"
-	if o.CAFile != "" {
+	if o.CAFile != "" || o.Egress.CA != nil {
 		maps.Copy(env, caEnv(SandboxCAFile))
 	}
 	return env

@@ -34,9 +34,11 @@ func registry(t testing.TB) *registrytest.Registry {
 		if testRegistry.err != nil {
 			return
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 		defer cancel()
-		testRegistry.r, testRegistry.err = registrytest.Start(ctx, testRegistry.dir, io.Discard)
+		// With the package managers: yarn berry and bun are prepared
+		// from it as a worker prepares them.
+		testRegistry.r, testRegistry.err = registrytest.StartWithTools(ctx, testRegistry.dir, io.Discard)
 	})
 	if testRegistry.err != nil {
 		t.Fatalf("start the registry: %v", testRegistry.err)

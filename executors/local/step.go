@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors/internal/descriptors"
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -52,6 +53,8 @@ type sandbox struct {
 	env map[string]string
 	// repoEnv is the plan's Env (Paths.RepoEnv).
 	repoEnv map[string]string
+	// up is the executor's shared pool of registry connections.
+	up *egress.Upstreams
 }
 
 // stepRun is one execution of one step.

@@ -53,6 +53,15 @@ type toolMount struct {
 	notes   []string
 	// manager is the package manager mounted ("" for none).
 	manager validation.PackageManager
+	// release frees the mirror the run holds (nil for none).
+	release func()
+}
+
+// close frees what the run held of its package manager.
+func (m toolMount) close() {
+	if m.release != nil {
+		m.release()
+	}
 }
 
 // env is what the package manager needs in its steps' environment: pnpm
@@ -118,12 +127,12 @@ func (e *Executor) toolFor(ctx context.Context, dir string, tr validation.ToolRe
 		if err != nil {
 			return toolMount{}, fmt.Errorf("prepare %s: %w", tr.Manager, err)
 		}
-		mirror, err := e.mirrorTool(t)
+		mirror, release, err := e.mirrorTool(t)
 		if err != nil {
 			return toolMount{}, fmt.Errorf("prepare %s: %w", tr.Manager, err)
 		}
 		note := fmt.Sprintf("%s %s provided by gilf (%s; %s)", bin, t.Version, describeSource(tr), t.Integrity)
-		return toolMount{dir: mirror, version: t.Version, notes: []string{note}}, nil
+		return toolMount{dir: mirror, version: t.Version, notes: []string{note}, release: release}, nil
 	}
 	v, ok := hostToolVersion(bin, e.opts.Env["PATH"])
 	if !ok {
@@ -232,42 +241,79 @@ func (m *toolMount) writeShims(runRoot string) error {
 }
 
 // mirrorTool returns the read-only copy of t under WorkRoot that
-// sandboxes bind, making it on first use: hard links where the cache is
-// on the same file system, else a copy. The copy is complete before it is
-// renamed into place, so a half-made mirror is never bound.
-func (e *Executor) mirrorTool(t validation.Tool) (string, error) {
+// sandboxes bind, held for the run (release frees it). A mirror found
+// there (another gilf process may have made it) is used only once it is
+// checked against t, the verified toolchain; one that does not match is
+// removed and made again. A new one is made from hard links where the
+// cache is on the same file system, else a copy, complete before it is
+// renamed into place, and making it sweeps the mirrors past
+// MaxToolMirrors used longest ago.
+func (e *Executor) mirrorTool(t validation.Tool) (dst string, release func(), err error) {
 	if !isExact(t.Version) || !validManager(t.Manager) {
-		return "", fmt.Errorf("toolchain returned %s@%q, not an exact version", t.Manager, t.Version)
+		return "", nil, fmt.Errorf("toolchain returned %s@%q, not an exact version", t.Manager, t.Version)
 	}
-	parent := filepath.Join(e.opts.WorkRoot, toolsDirName, string(t.Manager))
-	dst := filepath.Join(parent, t.Version)
-	if _, err := os.Stat(filepath.Join(dst, "bin")); err == nil {
-		return dst, nil
-	}
-	for _, d := range []string{filepath.Join(e.opts.WorkRoot, toolsDirName), parent} {
+	root := filepath.Join(e.opts.WorkRoot, toolsDirName)
+	parent := filepath.Join(root, string(t.Manager))
+	dst = filepath.Join(parent, t.Version)
+	for _, d := range []string{root, parent} {
 		if err := os.MkdirAll(d, 0o711); err != nil {
-			return "", fmt.Errorf("tool mirror: %w", err)
+			return "", nil, fmt.Errorf("tool mirror: %w", err)
 		}
 		if err := os.Chmod(d, 0o711); err != nil {
-			return "", fmt.Errorf("tool mirror: %w", err)
+			return "", nil, fmt.Errorf("tool mirror: %w", err)
+		}
+	}
+	// Held, no sweep removes it.
+	release, err = holdMirror(dst)
+	if err != nil {
+		return "", nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
+	if _, serr := os.Stat(dst); serr == nil {
+		if verr := verifyMirror(t.Dir, dst); verr == nil {
+			return dst, release, nil
+		} else {
+			e.log.Warn("tool mirror does not match the verified toolchain; making it again",
+				"manager", string(t.Manager), "version", t.Version, "error", verr.Error())
+		}
+		aside, aerr := os.MkdirTemp(parent, ".bad-")
+		if aerr != nil {
+			return "", nil, fmt.Errorf("tool mirror: %w", aerr)
+		}
+		if rerr := os.Rename(dst, filepath.Join(aside, "m")); rerr != nil {
+			return "", nil, errors.Join(fmt.Errorf("tool mirror: %w", rerr), os.RemoveAll(aside))
+		}
+		if rerr := os.RemoveAll(aside); rerr != nil {
+			return "", nil, fmt.Errorf("tool mirror: %w", rerr)
 		}
 	}
 	tmp, err := os.MkdirTemp(parent, ".tmp-")
 	if err != nil {
-		return "", fmt.Errorf("tool mirror: %w", err)
+		return "", nil, fmt.Errorf("tool mirror: %w", err)
 	}
 	if err := mirrorTree(t.Dir, tmp); err != nil {
-		return "", errors.Join(fmt.Errorf("tool mirror of %s %s: %w", t.Manager, t.Version, err), os.RemoveAll(tmp))
+		return "", nil, errors.Join(fmt.Errorf("tool mirror of %s %s: %w", t.Manager, t.Version, err), os.RemoveAll(tmp))
 	}
 	if err := os.Rename(tmp, dst); err != nil {
-		// Another run made it first: theirs is as good.
+		// Another run made it first: theirs is used once checked.
 		rerr := os.RemoveAll(tmp)
-		if _, serr := os.Stat(filepath.Join(dst, "bin")); serr == nil {
-			return dst, rerr
+		if verr := verifyMirror(t.Dir, dst); verr != nil {
+			return "", nil, errors.Join(fmt.Errorf("tool mirror: %w", err), verr, rerr)
 		}
-		return "", errors.Join(fmt.Errorf("tool mirror: %w", err), rerr)
+		if rerr != nil {
+			return "", nil, rerr
+		}
 	}
-	return dst, nil
+	if removed, serr := sweepMirrors(root, dst); serr != nil {
+		e.log.Warn("sweep tool mirrors", "error", serr.Error())
+	} else if len(removed) > 0 {
+		e.log.Info("removed tool mirrors used longest ago", "count", len(removed), "max", MaxToolMirrors)
+	}
+	return dst, release, nil
 }
 
 func validManager(pm validation.PackageManager) bool {

@@ -44,6 +44,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/gilf-review/gilf/internal/logtail"
+	"github.com/gilf-review/gilf/internal/ownthread"
 )
 
 // Install is how CI gets PostgreSQL.
@@ -143,14 +144,17 @@ func startIn(ctx context.Context, log io.Writer, bin, dir string, cred *syscall.
 
 	postgres := command(context.Background(), dir, cred, out, filepath.Join(bin, "postgres"), postgresArgs(data, dir)...)
 	// The postmaster stops its own backends; should this process die
-	// first, it shuts down at once.
+	// first, it shuts down at once. It is started from a thread of its
+	// own: Pdeathsig is that thread's end, and the caller's may end long
+	// before this process does.
 	postgres.SysProcAttr.Pdeathsig = syscall.SIGQUIT
-	if err := postgres.Start(); err != nil {
+	wait, err := ownthread.Start(postgres)
+	if err != nil {
 		return nil, fmt.Errorf("start postgres: %w", err)
 	}
 	s := &Server{dir: dir, pid: postgres.Process.Pid, exited: make(chan struct{}), tail: tail}
 	go func() {
-		s.waitErr = postgres.Wait() // read after exited closes
+		s.waitErr = <-wait // read after exited closes
 		close(s.exited)
 	}()
 	readyCtx, cancelReady := context.WithTimeout(ctx, ReadyTimeout)

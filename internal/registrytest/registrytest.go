@@ -47,6 +47,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/internal/logtail"
+	"github.com/gilf-review/gilf/internal/ownthread"
 )
 
 // Install is how CI gets Verdaccio and the tarballs; it runs from the
@@ -120,6 +121,11 @@ type Registry struct {
 	tools    []string
 	devtools []string
 
+	// Token is the bearer token a private registry (StartPrivate)
+	// requires on every request; "" for an open one.
+	Token   string
+	private bool
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -133,17 +139,17 @@ type Registry struct {
 // A missing Verdaccio or tarball is an error naming Install: CI installs
 // them, so their absence is a broken setup, never a reason to skip.
 func Start(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
-	return startRegistry(ctx, dir, log, false)
+	return startRegistry(ctx, dir, log, false, false)
 }
 
 // StartWithTools is Start that also publishes the package managers of
 // tools.txt (Registry.Tools), for tests that prepare them as a worker
 // does.
 func StartWithTools(ctx context.Context, dir string, log io.Writer) (*Registry, error) {
-	return startRegistry(ctx, dir, log, true)
+	return startRegistry(ctx, dir, log, true, false)
 }
 
-func startRegistry(ctx context.Context, dir string, log io.Writer, withTools bool) (*Registry, error) {
+func startRegistry(ctx context.Context, dir string, log io.Writer, withTools, private bool) (*Registry, error) {
 	specs, err := parseSpecs(packagesTxt)
 	if err != nil {
 		return nil, err
@@ -187,7 +193,7 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 	if err := os.MkdirAll(filepath.Join(dir, "plugins"), 0o755); err != nil {
 		return nil, errors.Join(fmt.Errorf("make verdaccio's plugins dir: %w", err), ln.Close())
 	}
-	if err := writeConfig(config, dir, sock); err != nil {
+	if err := writeConfig(config, dir, sock, private); err != nil {
 		return nil, errors.Join(err, ln.Close())
 	}
 
@@ -205,7 +211,10 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 		Pdeathsig:  syscall.SIGKILL,
 	}
 	cmd.WaitDelay = StopTimeout
-	if err := cmd.Start(); err != nil {
+	// Started from a thread of its own: Pdeathsig is that thread's end,
+	// and the caller's may end long before this process does.
+	wait, err := ownthread.Start(cmd)
+	if err != nil {
 		return nil, errors.Join(fmt.Errorf("start verdaccio in a new network namespace (needs root): %w", err), ln.Close())
 	}
 
@@ -220,10 +229,11 @@ func startRegistry(ctx context.Context, dir string, log io.Writer, withTools boo
 				return d.DialContext(ctx, "unix", sock)
 			},
 		}},
-		tail: tail,
+		tail:    tail,
+		private: private,
 	}
 	go func() {
-		r.waitErr = cmd.Wait() // read after exited closes
+		r.waitErr = <-wait // read after exited closes
 		close(r.exited)
 	}()
 	go r.fwd.serve()
@@ -239,6 +249,11 @@ func (r *Registry) start(ctx context.Context, specs, tools, dev []spec, tarballs
 	defer cancel()
 	if err := r.waitReady(readyCtx); err != nil {
 		return err
+	}
+	if r.private {
+		if err := r.addUser(ctx); err != nil {
+			return err
+		}
 	}
 	ctx, cancelPublish := context.WithTimeout(ctx, PublishTimeout)
 	defer cancelPublish()
@@ -382,14 +397,20 @@ func tarballPaths(dir string, specs []spec) (map[spec]string, error) {
 }
 
 // writeConfig writes Verdaccio's config: no uplinks, anonymous access and
-// publish, the web UI off, listening on sock. YAML is a superset of JSON.
-func writeConfig(path, dir, sock string) error {
+// publish (a private one: only for the one user it lets register), the web
+// UI off, listening on sock. YAML is a superset of JSON.
+func writeConfig(path, dir, sock string, private bool) error {
 	all := map[string]string{"access": "$all", "publish": "$all", "unpublish": "$all"}
+	maxUsers := -1
+	if private {
+		all = map[string]string{"access": "$authenticated", "publish": "$authenticated", "unpublish": "$authenticated"}
+		maxUsers = 1
+	}
 	config := map[string]any{
 		"storage": filepath.Join(dir, "storage"),
 		"plugins": filepath.Join(dir, "plugins"),
 		"auth": map[string]any{
-			"htpasswd": map[string]any{"file": filepath.Join(dir, "htpasswd"), "max_users": -1},
+			"htpasswd": map[string]any{"file": filepath.Join(dir, "htpasswd"), "max_users": maxUsers},
 		},
 		"uplinks":       map[string]any{},
 		"packages":      map[string]any{"@*/*": all, "**": all},

@@ -39,7 +39,9 @@ const (
 	// scheme (an https:// absolute URI without CONNECT, ftp://, a
 	// request in origin form).
 	ReasonBadRequest Reason = "bad_request"
-	// ReasonLimit: too many connections were open.
+	// ReasonLimit: too many connections were open. No longer recorded as
+	// a denial: a connection past MaxConns is counted as throttled
+	// (Report.Throttled). Kept so older records read.
 	ReasonLimit Reason = "connection_limit"
 	// ReasonDialFailed: the destination was allowed but none of its
 	// permitted addresses accepted a connection.
@@ -49,6 +51,19 @@ const (
 	// with the proxy), and the proxy hung it up. Host and port are what
 	// the connection last asked for; "" and 0 before its first request.
 	ReasonTampered Reason = "socket_tampered"
+	// ReasonMethod: a request whose method is not GET or HEAD, or that
+	// carries a body (npm publish, PUT, POST, DELETE), over plain HTTP
+	// or inside a terminated TLS connection. Nothing of it is sent.
+	ReasonMethod Reason = "method_not_allowed"
+	// ReasonIntegrity: the registry served a tarball whose bytes do not
+	// match the integrity it publishes for that version; nothing was
+	// stored or passed on.
+	ReasonIntegrity Reason = "integrity_mismatch"
+	// ReasonUpstream: the destination was allowed and dialed, but the
+	// connection failed before the response's head (closed, reset, an
+	// unreadable or oversized head, no head in time). The proxy answers
+	// 502; the worker's log has the error.
+	ReasonUpstream Reason = "upstream_failed"
 )
 
 // addrRange is one block of addresses that may not be dialed.

@@ -149,9 +149,11 @@ func TestClassify(t *testing.T) {
 
 func TestReasonsAreStable(t *testing.T) {
 	got := []Reason{ReasonNotAllowed, ReasonLoopback, ReasonPrivate, ReasonLinkLocal, ReasonUnspecified, ReasonMulticast,
-		ReasonReserved, ReasonOwnAddress, ReasonResolve, ReasonBadRequest, ReasonLimit, ReasonDialFailed, ReasonTampered}
+		ReasonReserved, ReasonOwnAddress, ReasonResolve, ReasonBadRequest, ReasonLimit, ReasonDialFailed, ReasonTampered,
+		ReasonMethod, ReasonIntegrity, ReasonUpstream}
 	want := []Reason{"not_allowed", "address_loopback", "address_private", "address_link_local", "address_unspecified",
-		"address_multicast", "address_reserved", "address_own", "resolve_failed", "bad_request", "connection_limit", "dial_failed", "socket_tampered"}
+		"address_multicast", "address_reserved", "address_own", "resolve_failed", "bad_request", "connection_limit", "dial_failed", "socket_tampered",
+		"method_not_allowed", "integrity_mismatch", "upstream_failed"}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("reasons (-want +got):\n%s", diff)
 	}

@@ -55,6 +55,17 @@
 // proxy shuts its connections down before closing them, so Close ends
 // every one. Script steps get no proxy at all.
 //
+// What goes out is requests, never bytes the proxy cannot read: with a
+// CA (the worker's, made once under its data directory and trusted by
+// the sandbox through its CA bundle) the proxy terminates the TLS of
+// every CONNECT to an allow-listed registry and serves the requests
+// inside itself, as it serves plain-HTTP ones (serveRequest): only GET
+// and HEAD without a body leave (ReasonMethod otherwise); they go out
+// through one pool of upstream connections the worker's proxies share
+// (Upstreams: keep-alive, HTTP/2, credentials added per registry); and
+// tarballs and metadata come from a verifying cache (Cache) when it can
+// serve them. Only hosts named as Tunnels stay opaque TLS tunnels.
+//
 // Rules, Matches, Classify and Decide are pure; the Proxy adds resolution,
 // dialing and the record of what was allowed and denied (Report). Nothing
 // the proxy logs or records holds a request path or a header value: only

@@ -1,20 +1,15 @@
 package egress
 
 import (
-	"bufio"
 	"context"
 	"errors"
-	"fmt"
 	"io"
-	"net"
+	"log/slog"
 	"net/http"
 	"net/textproto"
 	"strings"
+	"time"
 )
-
-// errBadInterim ends a response that switched protocols (the proxy
-// strips Upgrade, so none may) or sent too many 1xx responses.
-var errBadInterim = errors.New("unexpected interim response")
 
 // hopHeaders are the hop-by-hop header fields (RFC 9110 §7.6.1), never
 // forwarded either way, besides those the Connection field lists.
@@ -67,196 +62,173 @@ func requestTarget(req *http.Request) (string, int, error) {
 	return host, port, nil
 }
 
-// upstream is the connection a session's plain-HTTP requests go to, kept
-// while they name the same destination.
-type upstream struct {
-	key  hostPort
-	conn net.Conn
-	r    *connReader
-	br   *bufio.Reader
-	w    *connWriter
-	bw   *bufio.Writer
+// origin is where a request goes: scheme, host (as the client named it,
+// canonical) and port.
+type origin struct {
+	scheme string
+	host   string
+	port   int
 }
 
-// closeUpstream closes the kept upstream, if any.
-func (s *session) closeUpstream() {
-	if s.up != nil {
-		s.p.drop(s.up.conn)
-		s.up = nil
+// base is the origin as a URL prefix, the scheme's default port left out.
+func (o origin) base() string {
+	if (o.scheme == "https" && o.port == PortHTTPS) || (o.scheme == "http" && o.port == PortHTTP) {
+		return o.scheme + "://" + hostForURL(o.host)
 	}
+	return o.scheme + "://" + hostPortString(o.host, o.port)
 }
 
-// forward serves one plain-HTTP request: decide, send it to a checked
-// address, stream the response back. It reports whether the client
-// connection may carry another request.
-//
-// Every request is decided on its own destination. One naming the
-// destination of the kept upstream reuses it without resolving again:
-// that connection goes to an address checked when it was dialed, and the
-// rules do not change.
+// hostForURL brackets an IPv6 literal.
+func hostForURL(h string) string {
+	if strings.Contains(h, ":") {
+		return "[" + h + "]"
+	}
+	return h
+}
+
+// forward serves one plain-HTTP request (absolute URI) and reports
+// whether the client connection may carry another.
 func (s *session) forward(ctx context.Context, req *http.Request) bool {
 	host, port, err := requestTarget(req)
 	if err != nil {
 		s.refuse(ctx, http.StatusBadRequest, host, port, ReasonBadRequest)
 		return false
 	}
-	key := hostPort{host, port}
-	reused := s.up != nil && s.up.key == key
-	if !reused {
-		s.closeUpstream()
-		if !s.openUpstream(ctx, key) {
-			return false
-		}
-	}
-	s.p.allowed(ctx, host, port)
-	out := outgoing(req)
-	up := s.up
-	in0, out0 := up.r.n, up.w.n
-	resp, err := s.roundTrip(req, out)
-	if err != nil && reused && up.r.n == in0 && req.Body == http.NoBody {
-		// The upstream had closed the kept connection: once more on a
-		// fresh one, when nothing was read and there is no body to
-		// send again.
-		s.p.stats.addBytes(host, port, up.w.n-out0, 0)
-		s.closeUpstream()
-		if !s.openUpstream(ctx, key) {
-			return false
-		}
-		up = s.up
-		in0, out0 = 0, 0
-		resp, err = s.roundTrip(req, out)
-	}
-	defer func() { s.p.stats.addBytes(host, port, up.w.n-out0, up.r.n-in0) }()
-	if err != nil {
-		s.closeUpstream()
-		s.answer(ctx, http.StatusBadGateway, "gilf egress: "+hostPortString(host, port)+": upstream failed\n")
+	return s.serveRequest(ctx, req, origin{scheme: "http", host: host, port: port})
+}
+
+// serveRequest serves one request to o, plain or inside a terminated TLS
+// connection: only GET and HEAD without a body are forwarded; the rules
+// are checked on the name before anything is resolved; the response
+// comes from the verifying cache or the registry through the pool. It
+// reports whether the client connection may carry another request.
+func (s *session) serveRequest(ctx context.Context, req *http.Request, o origin) bool {
+	if req.Method != http.MethodGet && req.Method != http.MethodHead {
+		s.refuse(ctx, http.StatusMethodNotAllowed, o.host, o.port, ReasonMethod)
 		return false
 	}
+	if req.ContentLength != 0 || len(req.TransferEncoding) > 0 {
+		// A body on a GET is a way to send data out all the same.
+		s.refuse(ctx, http.StatusMethodNotAllowed, o.host, o.port, ReasonMethod)
+		return false
+	}
+	if _, ok := Matches(s.p.cfg.Rules, o.host, o.port); !ok {
+		s.refuse(ctx, http.StatusForbidden, o.host, o.port, ReasonNotAllowed)
+		return false
+	}
+	rctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	out, err := http.NewRequestWithContext(rctx, req.Method, o.base()+req.URL.RequestURI(), nil)
+	if err != nil {
+		s.refuse(ctx, http.StatusBadRequest, o.host, o.port, ReasonBadRequest)
+		return false
+	}
+	out.Header = req.Header.Clone()
+	stripHopByHop(out.Header)
+	out.Header.Del("Expect")
+	if _, ok := out.Header["User-Agent"]; !ok {
+		out.Header["User-Agent"] = []string{""}
+	}
+	in0 := s.out.n
+	defer func() { s.p.stats.addBytes(o.host, o.port, headBytes(req), s.out.n-in0) }()
+	resp, err := s.p.fetch(rctx, out, o, req.Header.Get("Authorization") != "")
+	if err != nil {
+		s.upstreamFailed(ctx, o, err)
+		return false
+	}
+	s.p.allowed(ctx, o.host, o.port)
 	return s.respond(req, resp)
 }
 
-// openUpstream decides the destination, dials its first permitted
-// address that answers and keeps the connection as the session's
-// upstream; otherwise it answers the refusal.
-func (s *session) openUpstream(ctx context.Context, key hostPort) bool {
-	dec := s.p.decide(ctx, key.host, key.port)
-	if !dec.Allowed {
-		s.refuse(ctx, http.StatusForbidden, key.host, key.port, dec.Reason)
-		return false
-	}
-	c, err := s.p.dial(ctx, dec.Addrs, key.port)
-	if err != nil {
-		s.dialFailed(ctx, key.host, key.port, err)
-		return false
-	}
-	idle := s.p.cfg.IdleTimeout
-	up := &upstream{key: key, conn: c, r: &connReader{c: c, idle: idle, remain: -1}, w: &connWriter{c: c, idle: idle}}
-	up.br = bufio.NewReaderSize(up.r, readBufferBytes)
-	up.bw = bufio.NewWriterSize(up.w, writeBufferBytes)
-	s.up = up
-	return true
-}
-
-// outgoing is the request as it goes upstream: origin form, the Host of
-// its URI, no hop-by-hop fields, no Expect (the proxy answers 100 itself),
-// and no User-Agent added where the client sent none.
-func outgoing(req *http.Request) *http.Request {
-	h := req.Header.Clone()
-	stripHopByHop(h)
-	h.Del("Expect")
-	if _, ok := h["User-Agent"]; !ok {
-		h["User-Agent"] = []string{""}
-	}
-	return &http.Request{
-		Method:           req.Method,
-		URL:              req.URL,
-		Proto:            "HTTP/1.1",
-		ProtoMajor:       1,
-		ProtoMinor:       1,
-		Header:           h,
-		Body:             req.Body,
-		ContentLength:    req.ContentLength,
-		TransferEncoding: req.TransferEncoding,
-		Host:             req.URL.Host,
+// upstreamFailed records and answers a request the upstream did not
+// answer: refused at the dial (a name that resolved to a forbidden
+// address), not dialed, a tarball that failed its integrity, or an
+// upstream that failed before its response. Each is in the record: a 502
+// the record does not explain sends whoever reads it looking in the
+// wrong place.
+func (s *session) upstreamFailed(ctx context.Context, o origin, err error) {
+	var denied *errDenied
+	var dial *errDial
+	switch {
+	case errors.As(err, &denied):
+		s.refuse(ctx, http.StatusForbidden, o.host, o.port, denied.reason)
+	case errors.As(err, &dial):
+		s.dialFailed(ctx, o.host, o.port, err)
+	case errors.Is(err, errIntegrity):
+		s.refuse(ctx, http.StatusBadGateway, o.host, o.port, ReasonIntegrity)
+	case ctx.Err() != nil:
+	default:
+		s.p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress upstream failed",
+			slog.String(logKeyHost, o.host), slog.Int(logKeyPort, o.port), slog.String(logKeyError, err.Error()))
+		s.refuse(ctx, http.StatusBadGateway, o.host, o.port, ReasonUpstream)
 	}
 }
 
-// roundTrip sends out upstream and returns the final response, after
-// passing on any 1xx responses to an HTTP/1.1 client.
-func (s *session) roundTrip(req, out *http.Request) (*http.Response, error) {
-	if req.ContentLength != 0 && strings.EqualFold(req.Header.Get("Expect"), "100-continue") {
-		if _, err := io.WriteString(s.bw, "HTTP/1.1 100 Continue\r\n\r\n"); err != nil {
-			return nil, err
-		}
-		if err := s.bw.Flush(); err != nil {
-			return nil, err
+// headBytes is about what a request's head takes on the wire.
+func headBytes(req *http.Request) int64 {
+	n := len(req.Method) + len(req.RequestURI) + 12
+	for k, vs := range req.Header {
+		for _, v := range vs {
+			n += len(k) + len(v) + 4
 		}
 	}
-	up := s.up
-	if err := out.Write(up.bw); err != nil {
-		return nil, err
-	}
-	if err := up.bw.Flush(); err != nil {
-		return nil, err
-	}
-	for i := 0; ; i++ {
-		up.r.head(s.p.cfg.MaxHeaderBytes)
-		resp, err := http.ReadResponse(up.br, out)
-		up.r.endHead()
-		if err != nil {
-			return nil, err
-		}
-		if resp.StatusCode >= http.StatusOK {
-			return resp, nil
-		}
-		resp.Body.Close()
-		if resp.StatusCode == http.StatusSwitchingProtocols || i == maxInterim {
-			return nil, errBadInterim
-		}
-		if req.ProtoAtLeast(1, 1) {
-			stripHopByHop(resp.Header)
-			fmt.Fprintf(s.bw, "HTTP/1.1 %d %s\r\n", resp.StatusCode, http.StatusText(resp.StatusCode))
-			if err := resp.Header.Write(s.bw); err != nil {
-				return nil, err
-			}
-			if _, err := io.WriteString(s.bw, "\r\n"); err != nil {
-				return nil, err
-			}
-			if err := s.bw.Flush(); err != nil {
-				return nil, err
-			}
-		}
-	}
+	return int64(n)
 }
 
 // respond streams resp to the client and reports whether the client
-// connection may carry another request. The kept upstream is closed when
-// it cannot carry one either.
+// connection may carry another request.
 func (s *session) respond(req *http.Request, resp *http.Response) bool {
 	defer resp.Body.Close()
 	stripHopByHop(resp.Header)
-	upKeep := !resp.Close
+	resp.Proto, resp.ProtoMajor, resp.ProtoMinor = "HTTP/1.1", 1, 1
+	resp.Request = req
+	resp.Trailer = nil
 	keep := !req.Close && req.ProtoAtLeast(1, 1)
-	chunked := len(resp.TransferEncoding) > 0 && resp.TransferEncoding[0] == "chunked"
 	hasBody := req.Method != http.MethodHead && resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusNotModified
-	if hasBody && resp.ContentLength < 0 && (!chunked || !req.ProtoAtLeast(1, 1)) {
-		// The body ends when the connection does: an HTTP/1.0
-		// client cannot read chunks, and an upstream body of no
-		// stated length is passed on as it came.
-		resp.TransferEncoding = nil
-		keep = false
+	resp.TransferEncoding = nil
+	if hasBody && resp.ContentLength < 0 {
+		if req.ProtoAtLeast(1, 1) {
+			resp.TransferEncoding = []string{"chunked"}
+		} else {
+			// An HTTP/1.0 client reads to the connection's end.
+			keep = false
+		}
 	}
 	resp.Close = !keep
 	err := resp.Write(s.bw)
 	if err == nil {
 		err = s.bw.Flush()
 	}
-	if err != nil {
-		s.closeUpstream()
-		return false
+	return err == nil && keep
+}
+
+// idleReader cancels a request whose upstream body moved no byte for
+// idle (zero: never).
+type idleReader struct {
+	r      io.ReadCloser
+	idle   time.Duration
+	cancel context.CancelFunc
+	timer  *time.Timer
+}
+
+func (r *idleReader) Read(p []byte) (int, error) {
+	if r.idle > 0 {
+		if r.timer == nil {
+			r.timer = time.AfterFunc(r.idle, r.cancel)
+		} else {
+			r.timer.Reset(r.idle)
+		}
 	}
-	if !upKeep {
-		s.closeUpstream()
+	n, err := r.r.Read(p)
+	if r.timer != nil {
+		r.timer.Stop()
 	}
-	return keep
+	return n, err
+}
+
+func (r *idleReader) Close() error {
+	if r.timer != nil {
+		r.timer.Stop()
+	}
+	return r.r.Close()
 }

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/netip"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -27,7 +28,7 @@ const (
 	// between or within requests, that moved no byte either way.
 	DefaultIdleTimeout = 2 * time.Minute
 	// DefaultMaxConns is how many client connections may be open at
-	// once; past it a connection is answered 503 (ReasonLimit).
+	// once; past it a connection is answered 503 and counted as throttled.
 	DefaultMaxConns = 256
 	// DefaultMaxHeaderBytes bounds a request's head (request line and
 	// header fields), and an upstream response's.
@@ -59,8 +60,6 @@ const (
 	// plain-HTTP bodies go through. Tunnels use none.
 	readBufferBytes  = 4 << 10
 	writeBufferBytes = 32 << 10
-	// maxInterim is how many 1xx responses may precede a final one.
-	maxInterim = 8
 	// idleChecks is how often per IdleTimeout a tunnel checks it moved
 	// bytes: an idle tunnel is closed between IdleTimeout and
 	// IdleTimeout*(1+1/idleChecks) after its last byte.
@@ -113,6 +112,22 @@ type Config struct {
 	// DefaultBlockingCheckInterval, and it may not be below
 	// MinBlockingCheckInterval.
 	BlockingCheckInterval time.Duration
+	// Tunnels are destinations whose TLS is passed through opaque even
+	// when the proxy terminates TLS (a git host for git dependencies):
+	// they are permitted as Rules are, and recorded as tunnels.
+	Tunnels []Rule
+	// CA, when set, makes the proxy terminate the TLS of every CONNECT
+	// to a destination of Rules (not Tunnels) with a certificate it
+	// signs, so that it sees each request: only GET and HEAD go out, and
+	// the Cache serves what it can. Nil passes every CONNECT through as
+	// an opaque tunnel.
+	CA *CA
+	// Upstreams is the pool requests go out through, shared by the
+	// worker's proxies; nil makes one for this proxy from Rules,
+	// Resolve, Dial and OwnAddrs.
+	Upstreams *Upstreams
+	// Cache is the shared verifying registry cache; nil caches nothing.
+	Cache *Cache
 	// Log receives a line for each new denial entry (Info), and for each
 	// new allowed destination and each failed dial or resolution
 	// (Debug); never a path or a header. nil discards.
@@ -178,16 +193,25 @@ func (c Config) validate() ([]Rule, error) {
 	if c.BlockingCheckInterval < MinBlockingCheckInterval {
 		errs = append(errs, fmt.Errorf("BlockingCheckInterval must be at least %v", MinBlockingCheckInterval))
 	}
-	rules := make([]Rule, 0, len(c.Rules))
-	for _, r := range c.Rules {
+	rules, err := canonicalRules("Rules", c.Rules)
+	errs = append(errs, err)
+	return rules, errors.Join(errs...)
+}
+
+// canonicalRules returns rules in canonical form, and an error naming
+// field for each that does not parse back.
+func canonicalRules(field string, rules []Rule) ([]Rule, error) {
+	var errs []error
+	out := make([]Rule, 0, len(rules))
+	for _, r := range rules {
 		cr, err := ParseRule(r.String())
 		if err != nil {
-			errs = append(errs, fmt.Errorf("rules: %w", err))
+			errs = append(errs, fmt.Errorf("%s: %w", field, err))
 			continue
 		}
-		rules = append(rules, cr)
+		out = append(out, cr)
 	}
-	return rules, errors.Join(errs...)
+	return out, errors.Join(errs...)
 }
 
 // Proxy is the forward proxy of one sandboxed step: it serves HTTP/1.1
@@ -199,13 +223,19 @@ func (c Config) validate() ([]Rule, error) {
 // refuses, 400 for a request it will not serve (ReasonBadRequest), 431
 // for a head over MaxHeaderBytes, 502 when no permitted address could be
 // dialed (ReasonDialFailed) or the upstream failed before its response,
-// 503 past MaxConns (ReasonLimit). A client that goes silent or away is
+// 503 past MaxConns (counted as throttled). A client that goes silent or away is
 // hung up on without an answer or a record. The proxy never follows a
 // redirect: the client gets the 3xx.
 type Proxy struct {
 	cfg   Config
 	own   []netip.Addr
 	stats *stats
+	up    *Upstreams
+	// ownUp says up is the proxy's own (Config.Upstreams was nil):
+	// Close closes its idle connections.
+	ownUp bool
+	// tunnels are Config.Tunnels, canonical; Config.Rules holds them too.
+	tunnels []Rule
 
 	mu        sync.Mutex
 	closed    bool
@@ -230,6 +260,15 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("egress proxy config: %w", err)
 	}
+	tunnels, err := canonicalRules("Tunnels", cfg.Tunnels)
+	if err != nil {
+		return nil, fmt.Errorf("egress proxy config: %w", err)
+	}
+	for _, r := range tunnels {
+		if !slices.Contains(rules, r) {
+			rules = append(rules, r)
+		}
+	}
 	cfg.Rules = rules
 	own := cfg.OwnAddrs
 	if own == nil {
@@ -237,10 +276,24 @@ func New(cfg Config) (*Proxy, error) {
 			return nil, err
 		}
 	}
+	up, ownUp := cfg.Upstreams, cfg.Upstreams == nil
+	if ownUp {
+		if up, err = NewUpstreams(UpstreamConfig{
+			Rules: rules, Resolve: cfg.Resolve, Dial: cfg.Dial, OwnAddrs: own,
+			DialTimeout: cfg.DialTimeout, MaxHeaderBytes: cfg.MaxHeaderBytes,
+		}); err != nil {
+			return nil, err
+		}
+	}
+	st := newStats(cfg.MaxRecorded)
+	st.withCache = cfg.Cache != nil
 	return &Proxy{
 		cfg:       cfg,
 		own:       own,
-		stats:     newStats(cfg.MaxRecorded),
+		stats:     st,
+		up:        up,
+		ownUp:     ownUp,
+		tunnels:   tunnels,
 		listeners: map[net.Listener]struct{}{},
 		conns:     map[net.Conn]struct{}{},
 	}, nil
@@ -353,7 +406,7 @@ func (p *Proxy) admit(ctx context.Context, c net.Conn) {
 	default:
 		p.mu.Unlock()
 		c.Close()
-		p.deny(ctx, "", 0, ReasonLimit)
+		p.stats.throttle()
 		return
 	}
 	p.conns[c] = struct{}{}
@@ -388,6 +441,9 @@ func (p *Proxy) Close() error {
 		hangUp(c)
 	}
 	p.wg.Wait()
+	if p.ownUp {
+		p.up.Close()
+	}
 	return errors.Join(errs...)
 }
 
@@ -448,34 +504,51 @@ func (p *Proxy) spawn(f func()) {
 // decide resolves host when the rules permit it (and it is a name) and
 // returns Decide's verdict.
 func (p *Proxy) decide(ctx context.Context, host string, port int) Decision {
+	return resolveAndDecide(ctx, p.cfg, p.own, host, port)
+}
+
+// resolveAndDecide is Decide on host:port with cfg's rules, the name
+// resolved (within DialTimeout) only when a rule permits it: a refused
+// name is never looked up.
+func resolveAndDecide(ctx context.Context, cfg Config, own []netip.Addr, host string, port int) Decision {
 	var resolved []netip.Addr
-	if _, ok := Matches(p.cfg.Rules, host, port); ok {
+	if _, ok := Matches(cfg.Rules, host, port); ok {
 		if _, literal, err := normalizeHost(host); err == nil && !literal.IsValid() {
-			rctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-			addrs, err := p.cfg.Resolve(rctx, host)
+			rctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+			addrs, err := cfg.Resolve(rctx, host)
 			cancel()
 			if err != nil {
-				p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress resolve",
+				cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress resolve",
 					slog.String(logKeyHost, host), slog.String(logKeyError, err.Error()))
 			}
 			resolved = addrs
 		}
 	}
-	return Decide(p.cfg.Rules, host, port, resolved, p.own)
+	return Decide(cfg.Rules, host, port, resolved, own)
 }
 
 // dial connects to the first of addrs (each one a checked address) that
 // answers, each within DialTimeout, and tracks the connection.
 func (p *Proxy) dial(ctx context.Context, addrs []netip.Addr, port int) (net.Conn, error) {
+	c, err := dialFirst(ctx, p.cfg, addrs, port)
+	if err != nil {
+		return nil, err
+	}
+	if !p.track(c) {
+		return nil, net.ErrClosed
+	}
+	return c, nil
+}
+
+// dialFirst connects to the first of addrs that answers, each within
+// cfg.DialTimeout, by address.
+func dialFirst(ctx context.Context, cfg Config, addrs []netip.Addr, port int) (net.Conn, error) {
 	var errs []error
 	for _, a := range addrs {
-		dctx, cancel := context.WithTimeout(ctx, p.cfg.DialTimeout)
-		c, err := p.cfg.Dial(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
+		dctx, cancel := context.WithTimeout(ctx, cfg.DialTimeout)
+		c, err := cfg.Dial(dctx, "tcp", netip.AddrPortFrom(a, uint16(port)).String())
 		cancel()
 		if err == nil {
-			if !p.track(c) {
-				return nil, net.ErrClosed
-			}
 			return c, nil
 		}
 		errs = append(errs, err)

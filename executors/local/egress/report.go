@@ -25,6 +25,12 @@ type Report struct {
 	// requests) to destinations past MaxRecorded distinct entries: they
 	// were allowed or refused like the others, but are not listed.
 	AllowedOmitted, DeniedOmitted int
+	// Throttled counts connections turned away past MaxConns: recorded
+	// apart from the denials, since no policy refused them.
+	Throttled int
+	// Cache is what the shared cache served; nil when the proxy has
+	// none.
+	Cache *validation.EgressCache
 }
 
 // hostPort is a destination as recorded.
@@ -48,6 +54,9 @@ type stats struct {
 	denied         map[denialKey]*validation.EgressDenial
 	allowedOmitted int
 	deniedOmitted  int
+	throttled      int
+	withCache      bool
+	cache          validation.EgressCache
 }
 
 // newStats returns an empty record listing at most max entries of each
@@ -106,11 +115,54 @@ func (s *stats) deny(host string, port int, reason Reason) bool {
 	return true
 }
 
+// tunnel marks a listed destination as passed through opaque.
+func (s *stats) tunnel(host string, port int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if e, ok := s.allowed[hostPort{host, port}]; ok {
+		e.Tunnel = true
+	}
+}
+
+// throttle counts one connection turned away past MaxConns.
+func (s *stats) throttle() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.throttled++
+}
+
+// throttledFirst reports whether exactly one connection was throttled
+// so far (the one to log).
+func (s *stats) throttledFirst() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.throttled == 1
+}
+
+// cacheHit counts one request served from the cache.
+func (s *stats) cacheHit(size int64) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache.Hits++
+	s.cache.BytesServed += size
+}
+
+// cacheMiss counts one request the cache sent to the registry.
+func (s *stats) cacheMiss() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cache.Misses++
+}
+
 // report is a sorted copy of the record.
 func (s *stats) report() Report {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	r := Report{AllowedOmitted: s.allowedOmitted, DeniedOmitted: s.deniedOmitted}
+	r := Report{AllowedOmitted: s.allowedOmitted, DeniedOmitted: s.deniedOmitted, Throttled: s.throttled}
+	if s.withCache {
+		c := s.cache
+		r.Cache = &c
+	}
 	for _, e := range s.allowed {
 		r.Allowed = append(r.Allowed, *e)
 	}

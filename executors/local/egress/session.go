@@ -27,7 +27,6 @@ type session struct {
 	in    *connReader
 	br    *bufio.Reader
 	bw    *bufio.Writer
-	up    *upstream // the kept-alive upstream of plain-HTTP requests
 	out   *connWriter
 	watch *watchdog // a handed-over connection's; nil for a direct client
 }
@@ -45,7 +44,6 @@ func (p *Proxy) serveConn(ctx context.Context, c net.Conn) {
 	s := &session{p: p, c: c, start: start, in: &connReader{c: c, remain: -1, first: first}, out: &connWriter{c: c, idle: p.cfg.IdleTimeout}, watch: w}
 	s.br = bufio.NewReaderSize(s.in, readBufferBytes)
 	s.bw = bufio.NewWriterSize(s.out, writeBufferBytes)
-	defer s.closeUpstream()
 	for n := 0; ; n++ {
 		req, ok := s.readRequest(ctx, n > 0)
 		if !ok {
@@ -95,7 +93,21 @@ func (p *Proxy) refuseConn(ctx context.Context, c net.Conn) {
 	if err := c.SetWriteDeadline(time.Now().Add(wait)); err != nil {
 		return
 	}
-	s.refuse(ctx, http.StatusServiceUnavailable, host, port, ReasonLimit)
+	s.throttled(ctx, host, port)
+}
+
+// throttled answers a connection past MaxConns and counts it: a limit on
+// volume, recorded apart from the policy's refusals.
+func (s *session) throttled(ctx context.Context, host string, port int) {
+	if s.p.isClosed() {
+		return
+	}
+	s.p.stats.throttle()
+	if s.p.stats.throttledFirst() {
+		s.p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress throttled",
+			slog.String(logKeyHost, host), slog.Int(logKeyPort, port), slog.Int("max_conns", s.p.cfg.MaxConns))
+	}
+	s.answer(ctx, http.StatusServiceUnavailable, "gilf egress: throttled: too many connections at once\n")
 }
 
 // readRequest reads the next request's head: within HeaderTimeout, and

@@ -32,6 +32,11 @@ func (s *session) tunnel(ctx context.Context, req *http.Request) {
 		s.refuse(ctx, http.StatusBadRequest, "", 0, ReasonBadRequest)
 		return
 	}
+	_, tunnel := Matches(s.p.tunnels, host, port)
+	if s.p.cfg.CA != nil && !tunnel {
+		s.terminate(ctx, host, port)
+		return
+	}
 	dec := s.p.decide(ctx, host, port)
 	if !dec.Allowed {
 		s.refuse(ctx, http.StatusForbidden, host, port, dec.Reason)
@@ -47,6 +52,9 @@ func (s *session) tunnel(ctx context.Context, req *http.Request) {
 	// watchdog ends the tunnel both ways.
 	s.watch.also(up)
 	s.p.allowed(ctx, host, port)
+	if tunnel {
+		s.p.stats.tunnel(host, port)
+	}
 	var out, in int64
 	defer func() { s.p.stats.addBytes(host, port, out, in) }()
 	if _, err := io.WriteString(s.bw, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {

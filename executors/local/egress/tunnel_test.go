@@ -51,13 +51,14 @@ func TestProxyIdleTimeout(t *testing.T) {
 		if i > 0 {
 			time.Sleep(idle / 10)
 		}
+		// The tunnel's last activity is no sooner than this write.
+		start = time.Now()
 		if _, err := c.Write([]byte("x")); err != nil {
 			t.Fatalf("tunnel closed while active: %v", err)
 		}
 		if _, err := io.ReadFull(br, buf); err != nil {
 			t.Fatalf("tunnel closed while active: %v", err)
 		}
-		start = time.Now()
 	}
 	expectClosed(t, br, c)
 	if d := time.Since(start); d < idle {
@@ -70,6 +71,10 @@ func TestProxyIdleTimeout(t *testing.T) {
 	h1 := "127.0.0.1:" + strconv.Itoa(hp)
 	tp2 := startProxy(t, Config{Rules: rules(t, h1), IdleTimeout: idle}, nil)
 	c2 := tp2.dial(t)
+	// The proxy's wait for the next request starts after it answered
+	// this one, so after this write: measured from here, the close can
+	// come no sooner than idle (measured from the answer's end, it can).
+	start = time.Now()
 	if _, err := io.WriteString(c2, "GET http://"+h1+"/a HTTP/1.1\r\n\r\n"); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +84,6 @@ func TestProxyIdleTimeout(t *testing.T) {
 	} else {
 		io.ReadAll(r.Body)
 	}
-	start = time.Now()
 	expectClosed(t, br2, c2)
 	if d := time.Since(start); d < idle {
 		t.Errorf("idle keep-alive connection closed after %v, before %v", d, idle)
