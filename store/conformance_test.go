@@ -34,6 +34,8 @@ var conformance = []struct {
 	{"CancelJobFromAnotherHandle", TestCancelJobFromAnotherHandle},
 	{"DashboardViews", TestDashboardViews},
 	{"QueueStats", TestQueueStats},
+	{"BaseResults", TestBaseResults},
+	{"BaseAndRetryLanes", TestBaseAndRetryLanes},
 }
 
 // TestPostgres is the conformance suite on PostgreSQL: each test opens
