@@ -66,7 +66,7 @@ func explain(rec *validation.Record, root string, files []ChangedFile) []Annotat
 			out = append(out, Annotation{
 				Path: a.Path, StartLine: a.StartLine, EndLine: a.EndLine,
 				StartColumn: a.StartColumn, EndColumn: a.EndColumn,
-				Level:   string(a.Level),
+				Level:   annotationLevel(st, a),
 				Title:   clipText(oneLine(st.Name+": "+a.Title), maxAnnotationTitle),
 				Message: clipText(a.Message, maxAnnotationMessage),
 			})

@@ -54,9 +54,12 @@ type PR struct {
 	// deleted): there is nothing to check out.
 	HeadRepoMissing bool
 	BaseRef         string
-	Draft           bool
-	Author          string
-	Labels          []string
+	// BaseSHA is the base branch's commit the pull request compares
+	// with: what failure origin validates (origin.go).
+	BaseSHA string
+	Draft   bool
+	Author  string
+	Labels  []string
 	// Title and Body are the author's (untrusted): the semantic review
 	// reads them.
 	Title, Body string
@@ -204,6 +207,11 @@ type Pipeline struct {
 	// OperatorErrors, when set, counts the runs that ended as the
 	// operator's misconfiguration (validation.OperatorCode), by code.
 	OperatorErrors func(validation.Code)
+	// BaseResults keeps the base's results for failure origin; nil
+	// keeps nothing. NoBaseComparison (GILF_BASE_COMPARISON=0) turns
+	// the base comparison off on this worker.
+	BaseResults      BaseResults
+	NoBaseComparison bool
 }
 
 // Result is what one job produced.
@@ -225,6 +233,9 @@ type Result struct {
 	UploadFailures []evidence.UploadFailure
 	// HookErrors are errors of the optional stages, recorded.
 	HookErrors []string
+	// OriginRuns are the failure-origin runs (base, retry), priced by
+	// the cost hook.
+	OriginRuns []LaneRun
 }
 
 // Run validates one job. A returned error is an infrastructure failure
@@ -260,7 +271,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if err != nil {
 		return Result{}, err
 	}
-	res := Result{Record: v.rec, Shadow: v.shadow}
+	res := Result{Record: v.rec, Shadow: v.shadow, OriginRuns: v.originRuns}
 	if ref := res.Record.Refusal; ref != nil && res.Record.Outcome == validation.OutcomeError {
 		log.Error("gilf is not set up to validate this pull request; the operator must act", "refusal_code", ref.Code, "detail", ref.Msg)
 		if p.OperatorErrors != nil {
@@ -308,7 +319,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	textOpts.JobID = ""
 	pub := Publication{
 		HeadSHA: j.HeadSHA, Body: res.Body, Event: cfgEvent,
-		Conclusion:  ConclusionFor(res.Record.Outcome),
+		Conclusion:  CheckConclusion(res.Record, v.preexistingFails),
 		Title:       Verdict(res.Record),
 		Summary:     CheckSummary(res.Record, opts, len(annotations), omitted),
 		Text:        Render(res.Record, textOpts),
@@ -409,6 +420,9 @@ type validated struct {
 	// files and memoryPath are what the semantic review reads.
 	files      []ChangedFile
 	memoryPath string
+	// originRuns and preexistingFails are failure origin's (origin.go).
+	originRuns       []LaneRun
+	preexistingFails bool
 }
 
 // refuse ends validation with ref before anything ran; it returns nil so
@@ -444,6 +458,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	v.requestChanges = repoCfg.Review.RequestChanges
 	v.files, v.memoryPath = files, repoCfg.Review.Memory
 	merged := MergeValidation(p.Worker, repoCfg.Validation)
+	v.preexistingFails = merged.Preexisting == PreexistingFailure
 
 	done := func(in RecordInput) (validated, error) {
 		in.Notes = notes
@@ -509,8 +524,9 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	if plan.Gap != nil {
 		return done(RecordInput{Plan: plan, Executor: exec.Name()})
 	}
+	var rep *progressReporter
 	if pp, ok := p.Publisher.(ProgressPublisher); ok {
-		rep := newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
+		rep = newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
 		rep.steps = plan.Steps
 		rep.base.StartedAt = time.Now()
 		st := rep.base
@@ -527,6 +543,9 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 		v.rec, err = recordFromRun(plan, exec, res, runErr, notes)
 	} else {
 		v.rec, err = Validate(ctx, exec, req, notes)
+	}
+	if err == nil {
+		v.originRuns, err = p.compare(ctx, j, pr, merged, exec, req, &v.rec, rep)
 	}
 	if err == nil {
 		v.annotations = explain(&v.rec, root, files)

@@ -46,6 +46,7 @@ type Config struct {
 	Jobs       JobsConfig     // GILF_JOB_* retries, GILF_RETENTION_DAYS; config_jobs.go
 	Semantic   SemanticConfig // GILF_SEMANTIC_REVIEW_*, GILF_SKIP_CODEX_ON_VALIDATION_FAILURE; config_semantic.go
 	Database   DatabaseConfig // GILF_DATABASE_URL, GILF_DATABASE_MAX_CONNS, GILF_EVIDENCE_FS_SHARED; config_database.go
+	Origin     OriginConfig   // GILF_BASE_COMPARISON; config_origin.go
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -114,6 +115,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Jobs, errs = loadJobs(getenv, errs)
 	c.Semantic, errs = loadSemantic(getenv, errs)
 	c.Database, errs = loadDatabase(getenv, c.Evidence, errs)
+	c.Origin, errs = loadOrigin(getenv, errs)
 	return c, errors.Join(errs...)
 }
 
