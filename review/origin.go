@@ -62,6 +62,11 @@ type BaseSource struct {
 	// Repo is owner/name, the key the base's results are stored under;
 	// "" stores nothing.
 	Repo string
+	// Dir, when set, is the base's repository root as it is (gilf
+	// validate --base on a directory), and its own command root;
+	// Checkout is then not called. DirRoot is Dir's command root (the
+	// directory an archive was extracted into); "" is Dir itself.
+	Dir, DirRoot string
 	// Checkout makes the base's tree under dst and returns its root.
 	Checkout func(ctx context.Context, dst string) (string, error)
 	// PlanOptions and Env are the head's: the same limits and
@@ -291,20 +296,27 @@ func (c Comparison) base(ctx context.Context, failed []validation.Step) (validat
 // runBase checks the base out and runs install and, of steps, those the
 // base has. Its steps are in the order of steps, one each.
 func (c Comparison) runBase(ctx context.Context, steps []validation.Step) (validation.BaseRun, *LaneRun) {
-	dir, err := workdir.Create(c.Base.WorkDir, "base-")
-	if err != nil {
-		c.Logger.Error("make the base's checkout dir", "err", err)
-		return validation.BaseRun{Reason: "gilf could not make a directory for the base's checkout"}, nil
+	dir, root := c.Base.DirRoot, c.Base.Dir
+	if dir == "" {
+		dir = root
 	}
-	defer func() {
-		if err := os.RemoveAll(dir); err != nil {
-			c.Logger.Error("remove the base's checkout", "dir", dir, "err", err)
+	if root == "" {
+		var err error
+		dir, err = workdir.Create(c.Base.WorkDir, "base-")
+		if err != nil {
+			c.Logger.Error("make the base's checkout dir", "err", err)
+			return validation.BaseRun{Reason: "gilf could not make a directory for the base's checkout"}, nil
 		}
-	}()
-	root, err := c.Base.Checkout(ctx, dir)
-	if err != nil {
-		c.Logger.Warn("base not checked out; failures are of unknown origin", "err", err)
-		return validation.BaseRun{Reason: "the base commit could not be downloaded"}, nil
+		defer func() {
+			if err := os.RemoveAll(dir); err != nil {
+				c.Logger.Error("remove the base's checkout", "dir", dir, "err", err)
+			}
+		}()
+		root, err = c.Base.Checkout(ctx, dir)
+		if err != nil {
+			c.Logger.Warn("base not checked out; failures are of unknown origin", "err", err)
+			return validation.BaseRun{Reason: "the base commit could not be downloaded"}, nil
+		}
 	}
 	plan := validation.BuildPlan(root, c.Base.PlanOptions)
 	plan.Env = c.Base.Env
@@ -437,4 +449,12 @@ func annotationLevel(st validation.StepResult, a excerpt.Annotation) string {
 		return string(excerpt.LevelNotice)
 	}
 	return string(a.Level)
+}
+
+// Explain is the failure-excerpt stage of a served job for a record made
+// elsewhere (gilf validate): each failed step's finding quotes its
+// failures first, found in the checkout at root, and the annotations
+// they point at are returned.
+func Explain(rec *validation.Record, root string) []Annotation {
+	return explain(rec, root, nil)
 }
