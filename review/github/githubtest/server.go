@@ -181,7 +181,7 @@ type Server struct {
 	tokens       map[string]token
 	minted       int
 	downloads    map[string][]byte // one-time codeload credentials, with the archive each serves
-	redirect     string          // tarball Location override
+	redirect     string            // tarball Location override
 	reviews      []map[string]any
 	dismissals   []Dismissal
 	checkRuns    []*checkRun
