@@ -1,0 +1,188 @@
+package main
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/review/github/githubtest"
+	"github.com/gilf-review/gilf/store"
+)
+
+// The base sha of the GitHub stand-in's pull request (the real example's).
+const exampleBaseSHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"
+
+// originProject is a package whose tests fail as files says.
+func originProject(t *testing.T, top string, tests map[string]string) []byte {
+	t.Helper()
+	files := map[string]string{
+		"package.json":      `{"name":"origin","version":"1.0.0","scripts":{"test":"node --test"}}` + "\n",
+		"package-lock.json": emptyLock("origin"),
+	}
+	for k, v := range tests {
+		files[k] = v
+	}
+	return tarball(t, top, files)
+}
+
+// synchronizePayload is the opened payload moved to head sha.
+func synchronizePayload(t *testing.T, p prPayload, sha string) []byte {
+	t.Helper()
+	var m map[string]any
+	if err := json.Unmarshal(p.body, &m); err != nil {
+		t.Fatal(err)
+	}
+	m["action"] = "synchronize"
+	pr := m["pull_request"].(map[string]any)
+	pr["head"].(map[string]any)["sha"] = sha
+	pr["updated_at"] = time.Now().UTC().Format(time.RFC3339)
+	b, err := json.Marshal(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// runJob delivers body and waits for its job to be done.
+func runJob(t *testing.T, p *serveProc, db *store.DB, event string, body []byte) int64 {
+	t.Helper()
+	code, rep := deliver(t, p.url, newGUID(t), event, body, signature(serveSecret, body))
+	if code != 202 || rep.Job == 0 {
+		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)
+	}
+	st := waitJob(t, db, p, rep.Job, "done", func(s store.JobStatus) bool {
+		return s.State != store.StateQueued && s.State != store.StateRunning
+	})
+	if st.State != store.StateDone {
+		t.Fatalf("job ended %s (last error %q), want done", st.State, st.LastError)
+	}
+	return rep.Job
+}
+
+// lastCheck is the newest completed check run's conclusion, title and
+// summary.
+func lastCheck(t *testing.T, srv *githubtest.Server) (conclusion, title, summary string) {
+	t.Helper()
+	runs := srv.CheckRuns()
+	if len(runs) == 0 {
+		t.Fatal("no check run")
+	}
+	r := runs[len(runs)-1]
+	out, _ := r["output"].(map[string]any)
+	conclusion, _ = r["conclusion"].(string)
+	title, _ = out["title"].(string)
+	summary, _ = out["summary"].(string)
+	return conclusion, title, summary
+}
+
+// TestServeFailureOrigin runs gilf serve with the local executor against
+// the GitHub stand-in, which serves the base's archive at the base sha. A
+// head that fails only as its base does is neutral, with the reason in
+// its summary, and the base ran once (one download of its archive, cost
+// spans of the base and retry lanes). A second head on the same base
+// that adds a failing test is failure, and reuses the stored base: no
+// second download, no base span.
+func TestServeFailureOrigin(t *testing.T) {
+	payload := openedPayload(t)
+	old := map[string]string{"test/old.test.js": oldFailingTest}
+	withNew := map[string]string{"test/old.test.js": oldFailingTest, "test/new.test.js": newFailingTest}
+	key := newAppKey(t)
+	srv := fakeGitHub(t, key, payload, originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old))
+	srv.SetBaseTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old))
+	dataDir := t.TempDir()
+	p := startServe(t, serveEnv(t, srv, key, dataDir))
+	db := openTestStore(t, dataDir)
+
+	runJob(t, p, db, "pull_request", payload.body)
+	conclusion, title, summary := lastCheck(t, srv)
+	if conclusion != "neutral" || !strings.Contains(title, "failed, but not because of this pull request") ||
+		!strings.Contains(summary, "Every failure was already failing on `"+payload.baseRef+"` (`6dcb09b`)") {
+		t.Errorf("check run %s %q:\n%s", conclusion, title, summary)
+	}
+	body := srv.ReviewBodies()[0]
+	if !strings.Contains(body, "<summary>Already failing on "+payload.baseRef+" (6dcb09b) (1)</summary>") || strings.Contains(body, "### Introduced") {
+		t.Errorf("review body:\n%s", body)
+	}
+	if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
+		t.Errorf("%d downloads of the base, want 1", n)
+	}
+	lanes := costLanes(t, db)
+	if lanes["primary"] != 1 || lanes["retry"] != 1 || lanes["base"] != 1 {
+		t.Errorf("cost spans by lane %v, want one primary, one retry, one base", lanes)
+	}
+
+	// A second head on the same base: the base's result is reused.
+	const second = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
+	srv.SetHeadSHA(second)
+	srv.SetTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+second[:7], withNew))
+	runJob(t, p, db, "pull_request", synchronizePayload(t, payload, second))
+	conclusion, title, summary = lastCheck(t, srv)
+	if conclusion != "failure" || !strings.Contains(summary, "whose result gilf had from an earlier run") ||
+		!strings.Contains(summary, "**First failure:**") {
+		t.Errorf("second head's check run %s %q:\n%s", conclusion, title, summary)
+	}
+	bodies := srv.ReviewBodies()
+	if b := bodies[len(bodies)-1]; !strings.Contains(b, "❌ `new failing test`") || !strings.Contains(b, "⏮️ `old failing test`") {
+		t.Errorf("second review body:\n%s", b)
+	}
+	if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
+		t.Errorf("%d downloads of the base after a second head, want still 1", n)
+	}
+	lanes = costLanes(t, db)
+	if lanes["primary"] != 2 || lanes["retry"] != 2 || lanes["base"] != 1 {
+		t.Errorf("cost spans by lane %v, want two primary, two retry, one base", lanes)
+	}
+}
+
+// TestServePreexistingFailure: validation.preexisting: failure in the
+// base branch's .github/gilf.yml keeps a head with only the base's
+// failures failing; validation.compareBase: false leaves them unknown,
+// failing too.
+func TestServePreexistingFailure(t *testing.T) {
+	for _, tc := range []struct {
+		name, config, summaryHas string
+		baseDownloads            int
+	}{
+		{"preexisting failure", "validation:\n  preexisting: failure\n", "Every failure was already failing", 1},
+		{"compareBase false", "validation:\n  compareBase: false\n  retryFlaky: false\n", "validation.compareBase is false", 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			payload := openedPayload(t)
+			old := map[string]string{"test/old.test.js": oldFailingTest}
+			key := newAppKey(t)
+			srv := githubtest.New(t, githubtest.Options{
+				AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: payload.installationID,
+				Owner: payload.owner, Repo: payload.repo, Number: payload.number, HeadSHA: payload.headSHA, BaseRef: payload.baseRef,
+				Tarball:     originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old),
+				BaseTarball: originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old),
+				BaseFiles:   map[string][]byte{".github/gilf.yml": []byte(tc.config)},
+			})
+			dataDir := t.TempDir()
+			p := startServe(t, serveEnv(t, srv, key, dataDir))
+			db := openTestStore(t, dataDir)
+			runJob(t, p, db, "pull_request", payload.body)
+			conclusion, title, summary := lastCheck(t, srv)
+			if conclusion != "failure" || !strings.Contains(summary, tc.summaryHas) {
+				t.Errorf("check run %s %q:\n%s", conclusion, title, summary)
+			}
+			if n := srv.TarballRequests(exampleBaseSHA); n != tc.baseDownloads {
+				t.Errorf("%d downloads of the base, want %d", n, tc.baseDownloads)
+			}
+		})
+	}
+}
+
+// costLanes counts the recorded cost spans by lane.
+func costLanes(t *testing.T, db *store.DB) map[string]int {
+	t.Helper()
+	days, err := db.CostsByDay(t.Context(), time.Now().Add(-time.Hour))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]int{}
+	for _, d := range days {
+		out[string(d.Lane)] += d.Spans
+	}
+	return out
+}
