@@ -195,7 +195,7 @@ func writeOriginFindings(b *strings.Builder, rec validation.Record, opts RenderO
 }
 
 // writeStepFailures lists a step's parsed failures with their origins,
-// at most MaxListedFailures of them.
+// at most MaxListedFailures of them, unless the step's origin is unknown.
 func writeStepFailures(b *strings.Builder, rec validation.Record, step string, operator bool) {
 	var st *validation.StepResult
 	for i := range rec.Steps {
@@ -203,7 +203,8 @@ func writeStepFailures(b *strings.Builder, rec validation.Record, step string, o
 			st = &rec.Steps[i]
 		}
 	}
-	if st == nil || len(st.Failures) == 0 {
+	// Unknown says nothing per failure: the step's group says it all.
+	if st == nil || len(st.Failures) == 0 || st.Origin == validation.OriginUnknown {
 		return
 	}
 	fmt.Fprintf(b, "Failures of %s (%d):\n\n", code(step), len(st.Failures))
