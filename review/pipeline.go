@@ -57,9 +57,12 @@ type PR struct {
 	// BaseSHA is the base branch's commit the pull request compares
 	// with: what failure origin validates (origin.go).
 	BaseSHA string
-	Draft   bool
-	Author  string
-	Labels  []string
+	// CloneURL is the repository's public clone URL: the checkout's git
+	// origin remote.
+	CloneURL string
+	Draft    bool
+	Author   string
+	Labels   []string
 	// Title and Body are the author's (untrusted): the semantic review
 	// reads them.
 	Title, Body string
@@ -515,7 +518,8 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	plan.Env = merged.Env
 	req := executors.Request{
 		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
-		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA},
+		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA,
+			"base_ref": pr.BaseRef, "clone_url": pr.CloneURL},
 		Run: executors.RunConfig{
 			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
 			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,

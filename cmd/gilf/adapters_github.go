@@ -51,6 +51,7 @@ func (g githubPRs) PullRequest(ctx context.Context, j review.Job) (review.PR, er
 		HeadRepoMissing: missing != nil || pr.HeadRepoGone,
 		BaseRef:         pr.BaseRef,
 		BaseSHA:         pr.BaseSHA,
+		CloneURL:        pr.CloneURL,
 		Draft:           pr.Draft,
 		Author:          pr.Author,
 		Labels:          pr.Labels,
