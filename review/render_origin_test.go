@@ -142,3 +142,22 @@ func TestRenderOriginOrder(t *testing.T) {
 		t.Errorf("conclusion with an introduced failure is %s, want failure", got)
 	}
 }
+
+// TestOutputKeepsPackageNames: what a step printed is quoted byte for
+// byte in its code block — `@polka/url` keeps no inserted character —
+// while the same text in a title, outside any code block, is neutralised.
+func TestOutputKeepsPackageNames(t *testing.T) {
+	rec := failedRecord()
+	out := "Error: Cannot find module '@polka/url' from src/index.js\ncc @octocat see #12\n"
+	rec.Steps[1].Output = validation.Output{Head: out, Bytes: int64(len(out))}
+	rec.Findings[0].Body = out
+	rec.Findings[0].Title = "`test` failed: @octocat #12"
+	body := Render(rec, RenderOptions{})
+	checkBody(t, rec, body)
+	if !strings.Contains(body, "Error: Cannot find module '@polka/url' from src/index.js\ncc @octocat see #12\n") {
+		t.Errorf("the output was changed in its code block:\n%s", body)
+	}
+	if !strings.Contains(body, "failed: @\u200boctocat \u200b#12") {
+		t.Errorf("the title's mention is live:\n%s", body)
+	}
+}
