@@ -52,6 +52,10 @@ func explain(rec *validation.Record, root string, files []ChangedFile) []Annotat
 		}
 		text := outputText(st.Output)
 		res := excerpt.Parse(text, excerpt.Options{Root: st.Cwd, Exists: exists})
+		// The pull request's failures first, then the others'.
+		slices.SortStableFunc(res.Failures, func(a, b excerpt.Failure) int {
+			return cmp.Compare(originRank(st, a), originRank(st, b))
+		})
 		for i := range rec.Findings {
 			f := &rec.Findings[i]
 			if f.Step != st.Name || !f.ExecutionClaim {

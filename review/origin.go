@@ -458,3 +458,27 @@ func annotationLevel(st validation.StepResult, a excerpt.Annotation) string {
 func Explain(rec *validation.Record, root string) []Annotation {
 	return explain(rec, root, nil)
 }
+
+// originRank orders a step's failures for its excerpt: the pull
+// request's own (introduced, unknown) before the others (preexisting,
+// flaky). A failure is matched to its origin by name, else by file and
+// line.
+func originRank(st validation.StepResult, f excerpt.Failure) int {
+	o := st.Origin
+	for _, sf := range st.Failures {
+		if sf.Name == f.Title || f.Path != "" && sf.File == f.Path && sf.Line == f.Line {
+			o = sf.Origin
+			break
+		}
+	}
+	return blameRank(o)
+}
+
+// blameRank is 0 for an origin that is the pull request's, or may be,
+// and 1 for the others.
+func blameRank(o validation.Origin) int {
+	if o.Blames() {
+		return 0
+	}
+	return 1
+}

@@ -352,12 +352,13 @@ func writeFindings(b *strings.Builder, rec validation.Record, opts RenderOptions
 	}
 	fmt.Fprintf(b, "### Findings (%d)\n\n", len(rec.Findings))
 	for i, f := range rec.Findings {
-		writeFinding(b, i+1, i, f, lim)
+		writeFinding(b, i+1, i, f, lim, "")
 	}
 }
 
-// writeFinding writes finding f, the index-th of the record, numbered n.
-func writeFinding(b *strings.Builder, n, index int, f validation.Finding, lim limits) {
+// writeFinding writes finding f, the index-th of the record, numbered n;
+// before its body, what is given (its failures' origins).
+func writeFinding(b *strings.Builder, n, index int, f validation.Finding, lim limits, before string) {
 	fmt.Fprintf(b, "#### %d. %s %s: %s\n\n", n, severityMark(f.Severity), inline(string(f.Severity)), prose(f.Title))
 	var meta []string
 	if f.Step != "" {
@@ -376,6 +377,7 @@ func writeFinding(b *strings.Builder, n, index int, f validation.Finding, lim li
 	if len(meta) > 0 {
 		b.WriteString(strings.Join(meta, " · ") + "\n\n")
 	}
+	b.WriteString(before)
 	if f.Body != "" {
 		body, cut := cutMiddle(lim.bodies[index], lim.finding)
 		b.WriteString(fence(body))

@@ -1,7 +1,9 @@
 package review
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/gilf-review/gilf/validation"
@@ -185,8 +187,9 @@ func writeOriginFindings(b *strings.Builder, rec validation.Record, opts RenderO
 		}
 		for _, i := range idx {
 			n++
-			writeFinding(b, n, i, rec.Findings[i], lim)
-			writeStepFailures(b, rec, rec.Findings[i].Step, opts.Operator)
+			var failures strings.Builder
+			writeStepFailures(&failures, rec, rec.Findings[i].Step, opts.Operator)
+			writeFinding(b, n, i, rec.Findings[i], lim, failures.String())
 		}
 		if g.folded {
 			b.WriteString("</details>\n\n")
@@ -208,7 +211,12 @@ func writeStepFailures(b *strings.Builder, rec validation.Record, step string, o
 		return
 	}
 	fmt.Fprintf(b, "Failures of %s (%d):\n\n", code(step), len(st.Failures))
-	for i, f := range st.Failures {
+	// The pull request's own first.
+	failures := slices.Clone(st.Failures)
+	slices.SortStableFunc(failures, func(a, b validation.StepFailure) int {
+		return cmp.Compare(blameRank(a.Origin), blameRank(b.Origin))
+	})
+	for i, f := range failures {
 		if i == MaxListedFailures {
 			fmt.Fprintf(b, "- … and %d more\n", len(st.Failures)-i)
 			break

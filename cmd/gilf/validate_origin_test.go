@@ -43,7 +43,11 @@ type originView struct {
 		Origin   string                   `json:"origin"`
 		Failures []validation.StepFailure `json:"failures"`
 	} `json:"steps"`
-	Base *validation.BaseRun `json:"base"`
+	Base     *validation.BaseRun `json:"base"`
+	Findings []struct {
+		Step string `json:"step"`
+		Body string `json:"body"`
+	} `json:"findings"`
 }
 
 func readOrigin(t *testing.T, r result) originView {
@@ -76,7 +80,7 @@ func origins(v originView) (map[string]string, map[string]map[string]string) {
 // the passing steps have no origin. Exit 1: something is introduced.
 func TestValidateBaseOrigins(t *testing.T) {
 	base := failingBase(t, nil)
-	head := failingBase(t, map[string]string{"test/new.test.js": newFailingTest})
+	head := failingBase(t, map[string]string{"test/zz-new.test.js": newFailingTest}) // after old in the output
 	r := gilf(t, nil, "validate", "--json", "--base", base, head)
 	r.want(t, exitFailed)
 	v := readOrigin(t, r)
@@ -87,6 +91,14 @@ func TestValidateBaseOrigins(t *testing.T) {
 	want := map[string]map[string]string{"test": {"old failing test": "preexisting", "new failing test": "introduced"}}
 	if d := cmp.Diff(want, failures); d != "" {
 		t.Errorf("failure origins (-want +got):\n%s", d)
+	}
+	// The test step's excerpt quotes the introduced failure first.
+	for _, f := range v.Findings {
+		if f.Step == "test" {
+			if n, o := strings.Index(f.Body, "new failing test"), strings.Index(f.Body, "old failing test"); n < 0 || o < 0 || n > o {
+				t.Errorf("the test step's excerpt does not quote the new failure first:\n%s", f.Body)
+			}
+		}
 	}
 	if v.Base == nil || v.Base.Path != base || v.Base.Outcome != validation.OutcomeFailed || v.Base.Reused || len(v.Base.Steps) != 3 {
 		t.Fatalf("base %+v, want the path, failed, not reused, with install, test and lint", v.Base)
