@@ -94,7 +94,9 @@ func TestServeFailureOrigin(t *testing.T) {
 	p := startServe(t, serveEnv(t, srv, key, dataDir))
 	db := openTestStore(t, dataDir)
 
+	first := time.Now()
 	runJob(t, p, db, "pull_request", payload.body)
+	firstWall := time.Since(first)
 	conclusion, title, summary := lastCheck(t, srv)
 	if conclusion != "neutral" || !strings.Contains(title, "failed, but not because of this pull request") ||
 		!strings.Contains(summary, "Every failure was already failing on `"+payload.baseRef+"` (`6dcb09b`)") {
@@ -116,7 +118,11 @@ func TestServeFailureOrigin(t *testing.T) {
 	const second = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
 	srv.SetHeadSHA(second)
 	srv.SetTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+second[:7], withNew))
+	start := time.Now()
 	runJob(t, p, db, "pull_request", synchronizePayload(t, payload, second))
+	// A measurement for bench/failure-origin, not an assertion.
+	t.Logf("job wall time: first head (base validated) %v, second head (base reused) %v, ratio %.2f",
+		firstWall.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), float64(time.Since(start))/float64(firstWall))
 	conclusion, title, summary = lastCheck(t, srv)
 	if conclusion != "failure" || !strings.Contains(summary, "whose result gilf had from an earlier run") ||
 		!strings.Contains(summary, "**First failure:**") {

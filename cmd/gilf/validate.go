@@ -20,7 +20,7 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-const validateUsage = `usage: gilf validate [--json] [--executor NAME] [--timeout D] [--base BASE] PATH
+const validateUsage = `usage: gilf validate [--json] [--executor NAME] [--timeout D] [--base BASE] [--retry=false] PATH
 
 Validate the checkout at PATH (a directory, or a .tar.gz/.tgz whose single
 top directory is the repository) the way gilf validates a pull request, and
@@ -45,6 +45,7 @@ type validateFlags struct {
 	timeout  time.Duration
 	path     string
 	base     string
+	retry    bool
 }
 
 // parseValidateFlags accepts flags before and after PATH.
@@ -58,6 +59,7 @@ func parseValidateFlags(args []string, stderr io.Writer) (validateFlags, error) 
 	}
 	fs.BoolVar(&f.json, "json", false, "print the validation record as JSON instead of the review")
 	fs.StringVar(&f.executor, "executor", "", "executor `NAME` (default: GILF_VALIDATION_EXECUTOR, else local)")
+	fs.BoolVar(&f.retry, "retry", true, "run a failed step once more at PATH; one that passes is flaky")
 	fs.StringVar(&f.base, "base", "", "the base checkout `BASE` (a directory or .tar.gz) to compare failures with")
 	fs.DurationVar(&f.timeout, "timeout", 0, "timeout `D` of each step, install included (default: GILF_VALIDATION_STEP_TIMEOUT_MS, else 10m)")
 	var paths []string
@@ -217,7 +219,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 		return validation.Record{}, nil, fmt.Errorf("run on %s: %w", exec.Name(), err)
 	}
 	// Whose each failure is, then the failure excerpts, as a served job.
-	comp := review.Comparison{Exec: exec, Head: req, Retry: true, BasePath: f.base, Logger: log,
+	comp := review.Comparison{Exec: exec, Head: req, Retry: f.retry, BasePath: f.base, Logger: log,
 		BaseReason: "no --base was given",
 		Progress:   func(s string) { fmt.Fprintln(env.Stderr, "gilf: "+s) }}
 	comp.Head.Progress = nil
