@@ -70,17 +70,19 @@ func shortSHA(s string) string {
 	return s
 }
 
-// groupTitle is a group's heading.
-func groupTitle(o validation.Origin, base *validation.BaseRun, operator, html bool) string {
+// originText is what the review calls an origin: a group's heading, and
+// the words after one failure of it.
+func originText(o validation.Origin, base *validation.BaseRun, operator, html bool) (title, words string) {
 	switch o {
 	case validation.OriginIntroduced:
-		return "Introduced by this pull request"
+		return "Introduced by this pull request", "introduced by this pull request"
 	case validation.OriginPreexisting:
-		return "Already failing on " + baseName(base, operator, html)
+		on := baseName(base, operator, html)
+		return "Already failing on " + on, "already failing on " + on
 	case validation.OriginFlaky:
-		return "Flaky: passed when run again"
+		return "Flaky: passed when run again", "passed when run again"
 	}
-	return "Not compared with the base"
+	return "Not compared with the base", "origin unknown"
 }
 
 // failedVerdict is a failed run's verdict: it says so when no failure is
@@ -176,7 +178,7 @@ func writeOriginFindings(b *strings.Builder, rec validation.Record, opts RenderO
 		if len(idx) == 0 {
 			continue
 		}
-		title := groupTitle(g.origin, rec.Base, opts.Operator, g.folded)
+		title, _ := originText(g.origin, rec.Base, opts.Operator, g.folded)
 		if g.folded {
 			fmt.Fprintf(b, "<details>\n<summary>%s (%d)</summary>\n\n", title, len(idx))
 		} else {
@@ -229,7 +231,8 @@ func writeStepFailures(b *strings.Builder, rec validation.Record, step string, o
 			}
 			line += " at " + code(loc)
 		}
-		line += " — " + failureOriginWords(f.Origin, rec.Base, operator)
+		_, words := originText(f.Origin, rec.Base, operator, false)
+		line += " — " + words
 		b.WriteString(line + "\n")
 	}
 	b.WriteString("\n")
@@ -245,16 +248,4 @@ func originMark(o validation.Origin) string {
 		return "🔁"
 	}
 	return "❔"
-}
-
-func failureOriginWords(o validation.Origin, base *validation.BaseRun, operator bool) string {
-	switch o {
-	case validation.OriginIntroduced:
-		return "introduced by this pull request"
-	case validation.OriginPreexisting:
-		return "already failing on " + baseName(base, operator, false)
-	case validation.OriginFlaky:
-		return "passed when run again"
-	}
-	return "origin unknown"
 }

@@ -1,13 +1,9 @@
 package review
 
 import (
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/gilf-review/gilf/validation"
 )
@@ -89,19 +85,7 @@ func TestRenderOriginGolden(t *testing.T) {
 			body := Render(tc.rec, RenderOptions{JobID: "47"})
 			checkBody(t, tc.rec, body)
 			got := body + "\n=== check summary ===\n" + CheckSummary(tc.rec, RenderOptions{}, 0, 0)
-			path := filepath.Join("testdata", "render", tc.name+".md")
-			if *updateGolden {
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("Render mismatch (-want +got):\n%s", diff)
-			}
+			checkRenderGolden(t, tc.name, got)
 		})
 	}
 }

@@ -222,22 +222,7 @@ func TestRenderGolden(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got := Render(tc.rec, tc.opts)
 			checkBody(t, tc.rec, got)
-			path := filepath.Join("testdata", "render", tc.name+".md")
-			if *updateGolden {
-				if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-					t.Fatal(err)
-				}
-				if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if diff := cmp.Diff(string(want), got); diff != "" {
-				t.Errorf("Render mismatch (-want +got):\n%s", diff)
-			}
+			checkRenderGolden(t, tc.name, got)
 		})
 	}
 }
@@ -247,6 +232,28 @@ var (
 	refRe     = regexp.MustCompile(`(^|[^\x{200b}])#[0-9]`)
 	ourTagRe  = regexp.MustCompile(`^<(/?details>|/?summary>|/?sub>|!-- gilf:job=[A-Za-z0-9._-]+ -->)`)
 )
+
+// checkRenderGolden compares got with testdata/render/name.md, or
+// rewrites it with -update.
+func checkRenderGolden(t *testing.T, name, got string) {
+	t.Helper()
+	path := filepath.Join("testdata", "render", name+".md")
+	if *updateGolden {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	want, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("read golden (run with -update to create): %v", err)
+	}
+	if diff := cmp.Diff(string(want), got); diff != "" {
+		t.Errorf("Render mismatch (-want +got):\n%s", diff)
+	}
+}
 
 // checkBody checks what every body must hold, whatever the golden says.
 func checkBody(t *testing.T, rec validation.Record, body string) {
@@ -618,19 +625,7 @@ func TestRenderRealFailures(t *testing.T) {
 				fmt.Fprintf(&b, "%s:%d-%d %s %s: %s\n", a.Path, a.StartLine, a.EndLine, a.Level, a.Title, strings.ReplaceAll(a.Message, "\n", " ⏎ "))
 			}
 			b.WriteString("-->\n")
-			path := filepath.Join("testdata", "render", "real-"+tc.raw+".md")
-			if *updateGolden {
-				if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			want, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatalf("read golden (run with -update to create): %v", err)
-			}
-			if diff := cmp.Diff(string(want), b.String()); diff != "" {
-				t.Errorf("Render mismatch (-want +got):\n%s", diff)
-			}
+			checkRenderGolden(t, "real-"+tc.raw, b.String())
 		})
 	}
 }
