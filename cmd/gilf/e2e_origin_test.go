@@ -109,6 +109,17 @@ func TestServeFailureOrigin(t *testing.T) {
 	if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
 		t.Errorf("%d downloads of the base, want 1", n)
 	}
+	// While the base ran, the check run said so.
+	comparing := false
+	for _, r := range srv.Requests() {
+		out, _ := r.Body["output"].(map[string]any)
+		s, _ := out["summary"].(string)
+		comparing = comparing || r.Endpoint == githubtest.UpdateCheckRun && r.Body["status"] == "in_progress" &&
+			strings.Contains(s, "comparing with `"+payload.baseRef+"`")
+	}
+	if !comparing {
+		t.Error("no progress update said the base was being compared")
+	}
 	lanes := costLanes(t, db)
 	if lanes["primary"] != 1 || lanes["retry"] != 1 || lanes["base"] != 1 {
 		t.Errorf("cost spans by lane %v, want one primary, one retry, one base", lanes)
