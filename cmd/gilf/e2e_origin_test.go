@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -82,73 +83,87 @@ func lastCheck(t *testing.T, srv *githubtest.Server) (conclusion, title, summary
 // its summary, and the base ran once (one download of its archive, cost
 // spans of the base and retry lanes). A second head on the same base
 // that adds a failing test is failure, and reuses the stored base: no
-// second download, no base span.
+// second download, no base span. Run with the retry on and off: with it
+// off, the reuse shows in the second head's wall time too.
 func TestServeFailureOrigin(t *testing.T) {
-	payload := openedPayload(t)
-	old := map[string]string{"test/old.test.js": oldFailingTest}
-	withNew := map[string]string{"test/old.test.js": oldFailingTest, "test/new.test.js": newFailingTest}
-	key := newAppKey(t)
-	srv := fakeGitHub(t, key, payload, originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old))
-	srv.SetBaseTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old))
-	dataDir := t.TempDir()
-	p := startServe(t, serveEnv(t, srv, key, dataDir))
-	db := openTestStore(t, dataDir)
+	for _, retry := range []bool{true, false} {
+		t.Run(fmt.Sprintf("retryFlaky %v", retry), func(t *testing.T) {
+			retries := 0
+			if retry {
+				retries = 1
+			}
+			payload := openedPayload(t)
+			old := map[string]string{"test/old.test.js": oldFailingTest}
+			withNew := map[string]string{"test/old.test.js": oldFailingTest, "test/new.test.js": newFailingTest}
+			key := newAppKey(t)
+			srv := githubtest.New(t, githubtest.Options{
+				AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: payload.installationID,
+				Owner: payload.owner, Repo: payload.repo, Number: payload.number, HeadSHA: payload.headSHA, BaseRef: payload.baseRef,
+				Tarball:     originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old),
+				BaseTarball: originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old),
+				BaseFiles:   map[string][]byte{".github/gilf.yml": []byte(fmt.Sprintf("validation:\n  retryFlaky: %v\n", retry))},
+			})
+			dataDir := t.TempDir()
+			p := startServe(t, serveEnv(t, srv, key, dataDir))
+			db := openTestStore(t, dataDir)
 
-	first := time.Now()
-	runJob(t, p, db, "pull_request", payload.body)
-	firstWall := time.Since(first)
-	conclusion, title, summary := lastCheck(t, srv)
-	if conclusion != "neutral" || !strings.Contains(title, "failed, but not because of this pull request") ||
-		!strings.Contains(summary, "Every failure was already failing on `"+payload.baseRef+"` (`6dcb09b`)") {
-		t.Errorf("check run %s %q:\n%s", conclusion, title, summary)
-	}
-	body := srv.ReviewBodies()[0]
-	if !strings.Contains(body, "<summary>Already failing on "+payload.baseRef+" (6dcb09b) (1)</summary>") || strings.Contains(body, "### Introduced") {
-		t.Errorf("review body:\n%s", body)
-	}
-	if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
-		t.Errorf("%d downloads of the base, want 1", n)
-	}
-	// While the base ran, the check run said so.
-	comparing := false
-	for _, r := range srv.Requests() {
-		out, _ := r.Body["output"].(map[string]any)
-		s, _ := out["summary"].(string)
-		comparing = comparing || r.Endpoint == githubtest.UpdateCheckRun && r.Body["status"] == "in_progress" &&
-			strings.Contains(s, "comparing with `"+payload.baseRef+"`")
-	}
-	if !comparing {
-		t.Error("no progress update said the base was being compared")
-	}
-	lanes := costLanes(t, db)
-	if lanes["primary"] != 1 || lanes["retry"] != 1 || lanes["base"] != 1 {
-		t.Errorf("cost spans by lane %v, want one primary, one retry, one base", lanes)
-	}
+			first := time.Now()
+			runJob(t, p, db, "pull_request", payload.body)
+			firstWall := time.Since(first)
+			conclusion, title, summary := lastCheck(t, srv)
+			if conclusion != "neutral" || !strings.Contains(title, "failed, but not because of this pull request") ||
+				!strings.Contains(summary, "Every failure was already failing on `"+payload.baseRef+"` (`6dcb09b`)") {
+				t.Errorf("check run %s %q:\n%s", conclusion, title, summary)
+			}
+			body := srv.ReviewBodies()[0]
+			if !strings.Contains(body, "<summary>Already failing on "+payload.baseRef+" (6dcb09b) (1)</summary>") || strings.Contains(body, "### Introduced") {
+				t.Errorf("review body:\n%s", body)
+			}
+			if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
+				t.Errorf("%d downloads of the base, want 1", n)
+			}
+			// While the base ran, the check run said so.
+			comparing := false
+			for _, r := range srv.Requests() {
+				out, _ := r.Body["output"].(map[string]any)
+				s, _ := out["summary"].(string)
+				comparing = comparing || r.Endpoint == githubtest.UpdateCheckRun && r.Body["status"] == "in_progress" &&
+					strings.Contains(s, "comparing with `"+payload.baseRef+"`")
+			}
+			if !comparing {
+				t.Error("no progress update said the base was being compared")
+			}
+			lanes := costLanes(t, db)
+			if lanes["primary"] != 1 || lanes["retry"] != retries || lanes["base"] != 1 {
+				t.Errorf("cost spans by lane %v, want one primary, %d retry, one base", lanes, retries)
+			}
 
-	// A second head on the same base: the base's result is reused.
-	const second = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
-	srv.SetHeadSHA(second)
-	srv.SetTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+second[:7], withNew))
-	start := time.Now()
-	runJob(t, p, db, "pull_request", synchronizePayload(t, payload, second))
-	// A measurement for bench/failure-origin, not an assertion.
-	t.Logf("job wall time: first head (base validated) %v, second head (base reused) %v, ratio %.2f",
-		firstWall.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), float64(time.Since(start))/float64(firstWall))
-	conclusion, title, summary = lastCheck(t, srv)
-	if conclusion != "failure" || !strings.Contains(summary, "whose result gilf had from an earlier run") ||
-		!strings.Contains(summary, "**First failure:**") {
-		t.Errorf("second head's check run %s %q:\n%s", conclusion, title, summary)
-	}
-	bodies := srv.ReviewBodies()
-	if b := bodies[len(bodies)-1]; !strings.Contains(b, "❌ `new failing test`") || !strings.Contains(b, "⏮️ `old failing test`") {
-		t.Errorf("second review body:\n%s", b)
-	}
-	if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
-		t.Errorf("%d downloads of the base after a second head, want still 1", n)
-	}
-	lanes = costLanes(t, db)
-	if lanes["primary"] != 2 || lanes["retry"] != 2 || lanes["base"] != 1 {
-		t.Errorf("cost spans by lane %v, want two primary, two retry, one base", lanes)
+			// A second head on the same base: the base's result is reused.
+			const second = "abcdefabcdefabcdefabcdefabcdefabcdefabcd"
+			srv.SetHeadSHA(second)
+			srv.SetTarball(originProject(t, payload.owner+"-"+payload.repo+"-"+second[:7], withNew))
+			start := time.Now()
+			runJob(t, p, db, "pull_request", synchronizePayload(t, payload, second))
+			// A measurement for bench/failure-origin, not an assertion.
+			t.Logf("job wall time (retryFlaky %v): first head (base validated) %v, second head (base reused) %v, ratio %.2f", retry,
+				firstWall.Round(time.Millisecond), time.Since(start).Round(time.Millisecond), float64(time.Since(start))/float64(firstWall))
+			conclusion, title, summary = lastCheck(t, srv)
+			if conclusion != "failure" || !strings.Contains(summary, "whose result gilf had from an earlier run") ||
+				!strings.Contains(summary, "**First failure:**") {
+				t.Errorf("second head's check run %s %q:\n%s", conclusion, title, summary)
+			}
+			bodies := srv.ReviewBodies()
+			if b := bodies[len(bodies)-1]; !strings.Contains(b, "❌ `new failing test`") || !strings.Contains(b, "⏮️ `old failing test`") {
+				t.Errorf("second review body:\n%s", b)
+			}
+			if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
+				t.Errorf("%d downloads of the base after a second head, want still 1", n)
+			}
+			lanes = costLanes(t, db)
+			if lanes["primary"] != 2 || lanes["retry"] != 2*retries || lanes["base"] != 1 {
+				t.Errorf("cost spans by lane %v, want two primary, %d retry, one base", lanes, 2*retries)
+			}
+		})
 	}
 }
 
