@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -155,6 +156,12 @@ func TestServeFailureOrigin(t *testing.T) {
 			bodies := srv.ReviewBodies()
 			if b := bodies[len(bodies)-1]; !strings.Contains(b, "❌ `new failing test`") || !strings.Contains(b, "⏮️ `old failing test`") {
 				t.Errorf("second review body:\n%s", b)
+			}
+			if path := os.Getenv("GILF_TEST_KEEP_ORIGIN_REVIEW"); path != "" && retry {
+				// For a person to render and look at (bench/render-review).
+				if err := os.WriteFile(path, []byte(bodies[len(bodies)-1]), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
 				t.Errorf("%d downloads of the base after a second head, want still 1", n)
