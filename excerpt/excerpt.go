@@ -189,6 +189,7 @@ func Parse(output string, opts Options) Result {
 	}
 	slices.SortStableFunc(found, func(a, b finding) int { return cmp.Compare(a.pos, b.pos) })
 	for _, f := range found {
+		keep := len(res.Failures) < opts.MaxFailures
 		var own []Annotation
 		for _, a := range f.annotations {
 			if a.StartLine < 1 || a.Path == "" {
@@ -198,12 +199,14 @@ func Parse(output string, opts Options) Result {
 			if a.EndLine != a.StartLine || a.StartColumn < 0 || a.EndColumn < a.StartColumn {
 				a.StartColumn, a.EndColumn = 0, 0
 			}
-			own = append(own, a)
+			if keep {
+				own = append(own, a)
+			}
 			if len(res.Annotations) < opts.MaxAnnotations {
 				res.Annotations = append(res.Annotations, a)
 			}
 		}
-		if len(res.Failures) < opts.MaxFailures {
+		if keep {
 			f.failure.Annotations = own
 			res.Failures = append(res.Failures, f.failure)
 		} else {
