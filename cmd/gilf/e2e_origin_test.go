@@ -28,6 +28,20 @@ func originProject(t *testing.T, top string, tests map[string]string) []byte {
 	return tarball(t, top, files)
 }
 
+// originGitHub is the stand-in serving the payload's pull request, with
+// tests as the head's and the base's failing tests and config as the base
+// branch's .github/gilf.yml.
+func originGitHub(t *testing.T, key appKey, payload prPayload, tests map[string]string, config string) *githubtest.Server {
+	t.Helper()
+	return githubtest.New(t, githubtest.Options{
+		AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: payload.installationID,
+		Owner: payload.owner, Repo: payload.repo, Number: payload.number, HeadSHA: payload.headSHA, BaseRef: payload.baseRef,
+		Tarball:     originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], tests),
+		BaseTarball: originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], tests),
+		BaseFiles:   map[string][]byte{".github/gilf.yml": []byte(config)},
+	})
+}
+
 // synchronizePayload is the opened payload moved to head sha.
 func synchronizePayload(t *testing.T, p prPayload, sha string) []byte {
 	t.Helper()
@@ -97,13 +111,7 @@ func TestServeFailureOrigin(t *testing.T) {
 			old := map[string]string{"test/old.test.js": oldFailingTest}
 			withNew := map[string]string{"test/old.test.js": oldFailingTest, "test/new.test.js": newFailingTest}
 			key := newAppKey(t)
-			srv := githubtest.New(t, githubtest.Options{
-				AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: payload.installationID,
-				Owner: payload.owner, Repo: payload.repo, Number: payload.number, HeadSHA: payload.headSHA, BaseRef: payload.baseRef,
-				Tarball:     originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old),
-				BaseTarball: originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old),
-				BaseFiles:   map[string][]byte{".github/gilf.yml": []byte(fmt.Sprintf("validation:\n  retryFlaky: %v\n", retry))},
-			})
+			srv := originGitHub(t, key, payload, old, fmt.Sprintf("validation:\n  retryFlaky: %v\n", retry))
 			dataDir := t.TempDir()
 			p := startServe(t, serveEnv(t, srv, key, dataDir))
 			db := openTestStore(t, dataDir)
@@ -190,13 +198,7 @@ func TestServePreexistingFailure(t *testing.T) {
 			payload := openedPayload(t)
 			old := map[string]string{"test/old.test.js": oldFailingTest}
 			key := newAppKey(t)
-			srv := githubtest.New(t, githubtest.Options{
-				AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: payload.installationID,
-				Owner: payload.owner, Repo: payload.repo, Number: payload.number, HeadSHA: payload.headSHA, BaseRef: payload.baseRef,
-				Tarball:     originProject(t, payload.owner+"-"+payload.repo+"-"+payload.headSHA[:7], old),
-				BaseTarball: originProject(t, payload.owner+"-"+payload.repo+"-"+exampleBaseSHA[:7], old),
-				BaseFiles:   map[string][]byte{".github/gilf.yml": []byte(tc.config)},
-			})
+			srv := originGitHub(t, key, payload, old, tc.config)
 			dataDir := t.TempDir()
 			p := startServe(t, serveEnv(t, srv, key, dataDir))
 			db := openTestStore(t, dataDir)
