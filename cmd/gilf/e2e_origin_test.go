@@ -165,6 +165,11 @@ func TestServeFailureOrigin(t *testing.T) {
 			if b := bodies[len(bodies)-1]; !strings.Contains(b, "❌ `new failing test`") || !strings.Contains(b, "⏮️ `old failing test`") {
 				t.Errorf("second review body:\n%s", b)
 			}
+			// gilf costs shows the lanes.
+			if r := gilf(t, []string{"GILF_DATA_DIR=" + dataDir}, "costs", "--json", "--since", "24h"); r.code != exitOK ||
+				!strings.Contains(r.stdout, `"lane": "base"`) || retry != strings.Contains(r.stdout, `"lane": "retry"`) {
+				t.Errorf("gilf costs exited %d:\n%s\n%s", r.code, r.stdout, r.stderr)
+			}
 			if path := os.Getenv("GILF_TEST_KEEP_ORIGIN_REVIEW"); path != "" && retry {
 				// For a person to render and look at (bench/render-review).
 				if err := os.WriteFile(path, []byte(bodies[len(bodies)-1]), 0o644); err != nil {
