@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/gilf-review/gilf/excerpt"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -260,5 +261,34 @@ func TestCompareUnknown(t *testing.T) {
 				t.Errorf("conclusion %s, want failure", CheckConclusion(rec, false))
 			}
 		})
+	}
+}
+
+// TestAnnotationLevels: an annotation of an introduced or unknown failure
+// keeps its level; one of a preexisting or flaky failure is a notice. A
+// failure is found by file and line, else by title, else the step's
+// origin counts.
+func TestAnnotationLevels(t *testing.T) {
+	st := validation.StepResult{Origin: validation.OriginIntroduced, Failures: []validation.StepFailure{
+		{Name: "old", File: "a.js", Line: 3, Origin: validation.OriginPreexisting},
+		{Name: "new", File: "a.js", Line: 9, Origin: validation.OriginIntroduced},
+		{Name: "flaky one", Origin: validation.OriginFlaky},
+	}}
+	for _, tc := range []struct {
+		a    excerpt.Annotation
+		want string
+	}{
+		{excerpt.Annotation{Path: "a.js", StartLine: 3, Title: "x", Level: excerpt.LevelFailure}, "notice"},
+		{excerpt.Annotation{Path: "a.js", StartLine: 9, Title: "x", Level: excerpt.LevelFailure}, "failure"},
+		{excerpt.Annotation{Path: "b.js", StartLine: 1, Title: "flaky one", Level: excerpt.LevelFailure}, "notice"},
+		{excerpt.Annotation{Path: "c.js", StartLine: 1, Title: "other", Level: excerpt.LevelWarning}, "warning"},
+	} {
+		if got := annotationLevel(st, tc.a); got != tc.want {
+			t.Errorf("%s:%d %q: level %s, want %s", tc.a.Path, tc.a.StartLine, tc.a.Title, got, tc.want)
+		}
+	}
+	st.Origin = validation.OriginPreexisting
+	if got := annotationLevel(st, excerpt.Annotation{Path: "c.js", StartLine: 1, Title: "other", Level: excerpt.LevelFailure}); got != "notice" {
+		t.Errorf("an unmatched annotation of a preexisting step is %s, want notice", got)
 	}
 }
