@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
 )
@@ -131,6 +133,10 @@ func TestServeFailureOrigin(t *testing.T) {
 			if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
 				t.Errorf("%d downloads of the base, want 1", n)
 			}
+			// The old test's annotation is a notice: not the author's.
+			if d := cmp.Diff(map[string]string{"test: old failing test": "notice"}, lastAnnotations(t, srv)); d != "" {
+				t.Errorf("annotations (-want +got):\n%s", d)
+			}
 			// While the base ran, the check run said so.
 			comparing := false
 			for _, r := range srv.Requests() {
@@ -179,6 +185,10 @@ func TestServeFailureOrigin(t *testing.T) {
 			if n := srv.TarballRequests(exampleBaseSHA); n != 1 {
 				t.Errorf("%d downloads of the base after a second head, want still 1", n)
 			}
+			want := map[string]string{"test: old failing test": "notice", "test: new failing test": "failure"}
+			if d := cmp.Diff(want, lastAnnotations(t, srv)); d != "" {
+				t.Errorf("second head's annotations (-want +got):\n%s", d)
+			}
 			lanes = costLanes(t, db)
 			if lanes["primary"] != 2 || lanes["retry"] != 2*retries || lanes["base"] != 1 {
 				t.Errorf("cost spans by lane %v, want two primary, %d retry, one base", lanes, 2*retries)
@@ -217,6 +227,24 @@ func TestServePreexistingFailure(t *testing.T) {
 			}
 		})
 	}
+}
+
+// lastAnnotations are the newest check run's annotations, by level and
+// title.
+func lastAnnotations(t *testing.T, srv *githubtest.Server) map[string]string {
+	t.Helper()
+	runs := srv.CheckRuns()
+	id, ok := runs[len(runs)-1]["id"].(int64)
+	if !ok {
+		t.Fatalf("check run id %v", runs[len(runs)-1]["id"])
+	}
+	out := map[string]string{}
+	for _, a := range srv.Annotations(id) {
+		title, _ := a["title"].(string)
+		level, _ := a["annotation_level"].(string)
+		out[title] = level
+	}
+	return out
 }
 
 // costLanes counts the recorded cost spans by lane.
