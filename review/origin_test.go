@@ -292,3 +292,21 @@ func TestAnnotationLevels(t *testing.T) {
 		t.Errorf("an unmatched annotation of a preexisting step is %s, want notice", got)
 	}
 }
+
+// TestOriginConfig: the three keys parse; a conclusion gilf does not give
+// is an error with its line and what is allowed.
+func TestOriginConfig(t *testing.T) {
+	fc := ParseRepoConfig([]byte("validation:\n  preexisting: failure\n  compareBase: false\n  retryFlaky: false\n"))
+	if len(fc.Errors) > 0 || fc.Config.Validation.Preexisting != PreexistingFailure ||
+		*fc.Config.Validation.CompareBase || *fc.Config.Validation.RetryFlaky {
+		t.Errorf("parsed %+v, %v", fc.Config.Validation, fc.Errors)
+	}
+	fc = ParseRepoConfig([]byte("validation:\n  preexisting: success\n"))
+	if len(fc.Errors) != 1 || !strings.Contains(fc.Problems(), "line 2, validation.preexisting") || !strings.Contains(fc.Problems(), "allowed: neutral, failure") {
+		t.Errorf("problems %q, want one at line 2 naming the allowed values", fc.Problems())
+	}
+	fc = ParseRepoConfig([]byte("validation:\n  retryFlaky: sometimes\n"))
+	if len(fc.Errors) == 0 {
+		t.Error("retryFlaky: sometimes was accepted")
+	}
+}
