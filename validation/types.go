@@ -190,6 +190,12 @@ type StepResult struct {
 	// Egress records what the step's network allowed and what it tried;
 	// nil for a step that did not run.
 	Egress *Egress `json:"egress,omitempty"`
+	// Origin says whose a failed step's failure is (Attribute); "" for
+	// a step that did not fail or was never compared.
+	Origin Origin `json:"origin,omitempty"`
+	// Failures are the failures parsed from a failed step's output,
+	// each with its origin.
+	Failures []StepFailure `json:"failures,omitempty"`
 }
 
 // Severity of a finding.
@@ -275,6 +281,9 @@ type Record struct {
 	// estimates; zero when unknown.
 	VCPU      float64 `json:"vcpu,omitempty"`
 	MemoryGiB float64 `json:"memoryGib,omitempty"`
+	// Base is the comparison with the pull request's base (SPEC
+	// §3.4.1), nil when nothing failed or nothing was compared.
+	Base *BaseRun `json:"base,omitempty"`
 }
 
 // Intake (SPEC §1). The webhook hands these to the store in one call; they

@@ -189,3 +189,43 @@ func hasNote(notes []string, sub string) bool {
 	}
 	return false
 }
+
+// With the repository's clone URL and base branch in the run's labels,
+// the work tree has them as origin and origin/<base>: `git remote -v`,
+// `git merge-base` and `git diff origin/<base>` work without a network.
+// A URL with credentials is never set.
+func TestGitWorkTreeRemote(t *testing.T) {
+	e := newExec(t, Options{})
+	dir := repo(t, map[string]string{"package.json": "{}"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := e.Run(ctx, executors.Request{Dir: dir,
+		Labels: map[string]string{"clone_url": "https://github.com/o/r.git", "base_ref": "release/1.x"},
+		Plan: validation.Plan{Steps: []validation.Step{
+			shStep("test", `git remote -v && git merge-base HEAD origin/release/1.x >/dev/null && git diff --exit-code origin/release/1.x && echo diff-ok`, time.Minute),
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Steps[0].Output.Head
+	for _, want := range []string{"origin\thttps://github.com/o/r.git (fetch)\n", "diff-ok\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("git in the sandbox lacks %q:\n%s", want, out)
+		}
+	}
+	if res.Steps[0].Status != validation.StatusPassed || !hasNote(res.Notes, "remote origin https://github.com/o/r.git (nothing fetched), origin/release/1.x at that commit") {
+		t.Errorf("step %s, notes %q", res.Steps[0].Status, res.Notes)
+	}
+	for _, labels := range []map[string]string{
+		{"clone_url": "https://x-access-token:ghs_secret@github.com/o/r.git", "base_ref": "main"},
+		{"clone_url": "https://github.com/o/r.git?token=1", "base_ref": "main"},
+		{"clone_url": "git@github.com:o/r.git", "base_ref": "main"},
+	} {
+		if url, _ := GitRemote(labels); url != "" {
+			t.Errorf("GitRemote(%q) = %q, want none", labels["clone_url"], url)
+		}
+	}
+	if _, base := GitRemote(map[string]string{"clone_url": "https://github.com/o/r.git", "base_ref": "main; rm -rf /"}); base != "" {
+		t.Errorf("a base ref with a shell word was passed on: %q", base)
+	}
+}

@@ -62,6 +62,8 @@ var tests = []struct {
 	{"FinishShadow", testFinishShadow},
 	{"JobAttempts", testJobAttempts},
 	{"CostsByRepo", testCostsByRepo},
+	{"BaseResults", testBaseResults},
+	{"BaseAndRetryLanes", testBaseAndRetryLanes},
 }
 
 // Run runs the whole suite on e, each test in a subtest of its name.
