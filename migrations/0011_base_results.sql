@@ -43,4 +43,7 @@ DROP TABLE cost_spans;
 ALTER TABLE cost_spans_0011 RENAME TO cost_spans;
 
 CREATE INDEX cost_spans_executor ON cost_spans (executor, started_at);
+
+-- Retention (store/prune.go) deletes the rows stored before its cutoff.
+CREATE INDEX base_results_created ON base_results (created_at);
 CREATE INDEX cost_spans_started ON cost_spans (started_at);

@@ -120,3 +120,17 @@ func (d *DB) SaveBaseSteps(ctx context.Context, key BaseKey, steps map[string]va
 	}
 	return nil
 }
+
+// pruneBaseResults deletes the base results stored before cutoff (Unix
+// milliseconds), for Prune.
+func (d *DB) pruneBaseResults(ctx context.Context, cutoff int64, res *PruneResult) error {
+	return d.writeTx(ctx, func(tx *sql.Tx) error {
+		r, err := tx.ExecContext(ctx, `DELETE FROM base_results WHERE created_at < ?`, cutoff)
+		if err != nil {
+			return err
+		}
+		n, err := r.RowsAffected()
+		res.BaseResults = int(n)
+		return err
+	})
+}

@@ -23,11 +23,14 @@ type PruneResult struct {
 	Bodies       int       // deliveries whose body is now pruned
 	LiveSegments int       // segments a live store handle appends to: kept
 	Runs         int       // finished runs whose step output was stripped
+	BaseResults  int       // stored base step results deleted (base_results.go)
 }
 
 // Prune drops the bulk the store keeps of what is older than before,
-// and keeps every row: jobs, deliveries (for dedupe and history), runs,
-// steps, findings, artifacts and costs stay.
+// and keeps every row of the record: jobs, deliveries (for dedupe and
+// history), runs, steps, findings, artifacts and costs stay. The one row
+// it deletes is a cache's: base results stored before before (a later
+// head on that base validates it again).
 //
 // Delivery bodies go a whole body log segment at a time: a segment is
 // deleted when every delivery it holds was received before before (one
@@ -55,6 +58,9 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 	}
 	if err := d.pruneRuns(ctx, before.UnixMilli(), &res); err != nil {
 		return res, fmt.Errorf("prune run output: %w", err)
+	}
+	if err := d.pruneBaseResults(ctx, before.UnixMilli(), &res); err != nil {
+		return res, fmt.Errorf("prune base results: %w", err)
 	}
 	return res, nil
 }

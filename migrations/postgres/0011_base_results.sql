@@ -16,6 +16,9 @@ CREATE TABLE base_results (
     PRIMARY KEY (repo, base_sha, executor, step, command)
 );
 
+-- Retention (store/prune.go) deletes the rows stored before its cutoff.
+CREATE INDEX base_results_created ON base_results (created_at);
+
 -- The base's run and the retry of failed steps are cost spans of lanes of
 -- their own.
 ALTER TABLE cost_spans DROP CONSTRAINT cost_spans_lane_check;

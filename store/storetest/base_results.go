@@ -70,6 +70,45 @@ func testBaseResults(t *testing.T, e Engine) {
 	}
 }
 
+// testPruneBaseResults prunes the base results stored before the cutoff
+// (one stored exactly at it stays) and keeps the newer ones.
+func testPruneBaseResults(t *testing.T, e Engine) {
+	c := NewClock()
+	db, _ := e.openTest(t, c)
+	ctx := context.Background()
+	step := map[string]validation.BaseStep{"test: npm test": {Name: "test", Status: validation.StatusFailed, ExitCode: Ptr(1)}}
+	key := func(n int) store.BaseKey { return store.BaseKey{Repo: "o/r", SHA: SHA(n), Executor: "local"} }
+	save := func(k store.BaseKey) {
+		t.Helper()
+		if err := db.SaveBaseSteps(ctx, k, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	save(key(1))
+	c.Advance(time.Hour)
+	cutoff := c.Now()
+	save(key(2))
+	c.Advance(time.Hour)
+	save(key(3))
+
+	res, err := db.Prune(ctx, cutoff)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.BaseResults != 1 {
+		t.Errorf("pruned %d base results, want 1", res.BaseResults)
+	}
+	for n, want := range map[int]int{1: 0, 2: 1, 3: 1} {
+		got, err := db.BaseSteps(ctx, key(n), []string{"test: npm test"})
+		if err != nil || len(got) != want {
+			t.Errorf("base %d after pruning: %v, %v; want %d step(s)", n, got, err, want)
+		}
+	}
+	if res, err := db.Prune(ctx, cutoff); err != nil || res.BaseResults != 0 {
+		t.Errorf("second prune: %+v, %v; want nothing more", res, err)
+	}
+}
+
 // testBaseAndRetryLanes records cost spans of the base and retry lanes,
 // which the cost_spans CHECK allows since migration 0011.
 func testBaseAndRetryLanes(t *testing.T, e Engine) {

@@ -63,6 +63,7 @@ var tests = []struct {
 	{"JobAttempts", testJobAttempts},
 	{"CostsByRepo", testCostsByRepo},
 	{"BaseResults", testBaseResults},
+	{"PruneBaseResults", testPruneBaseResults},
 	{"BaseAndRetryLanes", testBaseAndRetryLanes},
 }
 
