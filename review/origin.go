@@ -343,7 +343,7 @@ func (c OriginCheck) runBase(ctx context.Context, steps []validation.Step) (vali
 	}
 	plan.Steps = run
 	req := executors.Request{Plan: plan, Dir: root, Root: dir, Secrets: c.Head.Secrets,
-		Labels: withLabel(c.Head.Labels, "lane", "base"), Run: c.Head.Run}
+		Labels: withLabel(withLabel(c.Head.Labels, "lane", "base"), "head_sha", c.BaseSHA), Run: c.Head.Run}
 	rec, err := Validate(ctx, c.Exec, req, nil)
 	if err != nil {
 		c.Logger.Warn("the base's run broke; failures are of unknown origin", "executor", c.Exec.Name(), "err", err)

@@ -19,12 +19,14 @@ import (
 
 // scriptedExec ends each step as its script says for the checkout it
 // runs in (the file "which" of req.Dir names it: head or base) and the
-// how-manieth run of that checkout it is; it counts the runs.
+// how-manieth run of that checkout it is; it counts the runs and keeps
+// the labels of each checkout's last run.
 type scriptedExec struct {
 	script func(which string, run int, step string) (validation.Status, string)
 
-	mu   sync.Mutex
-	runs map[string]int
+	mu     sync.Mutex
+	runs   map[string]int
+	labels map[string]map[string]string
 }
 
 func (e *scriptedExec) Name() string { return "scripted" }
@@ -37,9 +39,10 @@ func (e *scriptedExec) Run(ctx context.Context, req executors.Request) (executor
 	which := strings.TrimSpace(string(b))
 	e.mu.Lock()
 	if e.runs == nil {
-		e.runs = map[string]int{}
+		e.runs, e.labels = map[string]int{}, map[string]map[string]string{}
 	}
 	e.runs[which]++
+	e.labels[which] = req.Labels
 	run := e.runs[which]
 	e.mu.Unlock()
 	res := executors.Result{Executor: e.Name(), Started: time.Now()}
@@ -118,7 +121,8 @@ func checkoutOf(t *testing.T, which, scripts string) (root, dir string) {
 func headRun(t *testing.T, exec executors.Executor) (validation.Record, executors.Request) {
 	t.Helper()
 	root, dir := checkoutOf(t, "head", `"test":"node --test","lint":"eslint ."`)
-	req := executors.Request{Plan: validation.BuildPlan(root, validation.PlanOptions{}), Dir: root, Root: dir}
+	req := executors.Request{Plan: validation.BuildPlan(root, validation.PlanOptions{}), Dir: root, Root: dir,
+		Labels: map[string]string{"repo": "o/r", "head_sha": "head-sha"}}
 	rec, err := Validate(context.Background(), exec, req, nil)
 	if err != nil || rec.Outcome != validation.OutcomeFailed {
 		t.Fatalf("head: %s, %v", rec.Outcome, err)
@@ -187,6 +191,16 @@ func TestCompare(t *testing.T) {
 	if rec.Base == nil || rec.Base.Reused || rec.Base.Outcome != validation.OutcomeFailed || len(rec.Base.Steps) != 3 || len(runs) != 2 || *checkouts != 1 {
 		t.Fatalf("base %+v, runs %+v, %d checkouts; want a base run of 3 steps, a base and a retry span", rec.Base, runs, *checkouts)
 	}
+	// The base's run is labelled as the base commit's (its work tree's
+	// commit names it), the retry as the head's.
+	exec.mu.Lock()
+	if l := exec.labels["base"]; l["lane"] != "base" || l["head_sha"] != "abc" || l["repo"] != "o/r" {
+		t.Errorf("the base ran with labels %v; want lane base, head_sha abc, the head's others", l)
+	}
+	if l := exec.labels["head"]; l["lane"] != "retry" || l["head_sha"] != "head-sha" {
+		t.Errorf("the retry ran with labels %v; want lane retry at the head", l)
+	}
+	exec.mu.Unlock()
 
 	// The second head: lint passes on its retry (flaky); the base is
 	// reused, neither checked out nor run again.

@@ -544,7 +544,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	req := executors.Request{
 		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
 		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA,
-			"base_ref": pr.BaseRef, "clone_url": pr.CloneURL},
+			"clone_url": pr.CloneURL},
 		Run: executors.RunConfig{
 			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
 			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,
