@@ -16,6 +16,7 @@ import (
 	"github.com/gilf-review/gilf/dashboard"
 	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -76,7 +77,7 @@ type fixture struct {
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
 	c := &clock{t: time.Date(2026, 11, 20, 9, 0, 0, 0, time.UTC)}
-	db, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "gilf.db"), slog.New(slog.NewTextHandler(io.Discard, nil)),
+	db, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "gilf.db"), slog.New(slog.NewTextHandler(io.Discard, nil)),
 		store.Options{Now: c.Now, Jitter: func() float64 { return 0.5 }, MaxAttempts: 2})
 	if err != nil {
 		t.Fatal(err)

@@ -17,7 +17,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"slices"
 	"strings"
 	"time"
 
@@ -119,16 +118,9 @@ type CommandWorker struct {
 // NewCommandWorker checks that w has its required parts (Queue, GitHub,
 // PRs, Runs, Logger) and returns it ready to Run.
 func NewCommandWorker(w CommandWorker) (*CommandWorker, error) {
-	var missing []string
-	for name, ok := range map[string]bool{"Queue": w.Queue != nil, "GitHub": w.GitHub != nil, "PRs": w.PRs != nil,
-		"Runs": w.Runs != nil, "Logger": w.Logger != nil} {
-		if !ok {
-			missing = append(missing, name)
-		}
-	}
-	if len(missing) > 0 {
-		slices.Sort(missing)
-		return nil, fmt.Errorf("command worker: missing %s", strings.Join(missing, ", "))
+	if err := required("command worker", map[string]bool{"Queue": w.Queue != nil, "GitHub": w.GitHub != nil, "PRs": w.PRs != nil,
+		"Runs": w.Runs != nil, "Logger": w.Logger != nil}); err != nil {
+		return nil, err
 	}
 	if w.RunsPerHour < 0 {
 		return nil, fmt.Errorf("command worker: runs per hour %d", w.RunsPerHour)

@@ -22,23 +22,21 @@ var _ Lanes = ShadowLanes{}
 // A shadow still running then is reported Pending: its context is not the
 // job's (the job ends before it), so only its budget, its own end or the
 // caller of Pending stops it.
-//
-//lint:ignore ST1008 Lanes.Run's error moves last with issue 32's wiring change (item 4)
-func (l ShadowLanes) Run(ctx context.Context, primary executors.Executor, req executors.Request) (executors.Result, error, *ShadowReport) {
+func (l ShadowLanes) Run(ctx context.Context, primary executors.Executor, req executors.Request) (executors.Result, *ShadowReport, error) {
 	run := l.Shadow.Start(context.WithoutCancel(ctx), primary.Name(), req)
 	res, err := runExecutor(ctx, primary, req)
 	if !run.Started() {
-		return res, err, shadowReport(run.Wait(ctx, res))
+		return res, shadowReport(run.Wait(ctx, res)), err
 	}
 	name, _, _ := l.Shadow.Decide(primary.Name())
-	return res, err, &ShadowReport{
+	return res, &ShadowReport{
 		Executor: name,
 		Status:   ShadowRunning,
 		Summary:  fmt.Sprintf("shadow %s was still running when this result was posted; its comparison is recorded on the run when it ends", name),
 		Pending: func(ctx context.Context) *ShadowReport {
 			return shadowReport(run.Wait(ctx, res))
 		},
-	}
+	}, err
 }
 
 // ShadowRunning is a ShadowReport's Status while Pending.

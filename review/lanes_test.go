@@ -25,7 +25,7 @@ func TestShadowLanesNeverHoldThePrimary(t *testing.T) {
 	}
 
 	t.Run("slow shadow, stopped", func(t *testing.T) {
-		res, err, sh := lanes(time.Hour).Run(t.Context(), primary, req)
+		res, sh, err := lanes(time.Hour).Run(t.Context(), primary, req)
 		if err != nil || len(res.Steps) != 1 || res.Steps[0].Status != validation.StatusPassed {
 			t.Fatalf("primary: %+v, %v", res.Steps, err)
 		}
@@ -38,7 +38,7 @@ func TestShadowLanesNeverHoldThePrimary(t *testing.T) {
 		}
 	})
 	t.Run("shadow that ends", func(t *testing.T) {
-		_, _, sh := lanes(10*time.Millisecond).Run(t.Context(), primary, req)
+		_, sh, _ := lanes(10*time.Millisecond).Run(t.Context(), primary, req)
 		if sh == nil || sh.Pending == nil {
 			t.Fatalf("shadow report %+v, want Pending", sh)
 		}

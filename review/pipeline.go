@@ -162,7 +162,7 @@ var ErrStaleHead = errors.New("pull request head moved on")
 // Lanes runs the primary executor and, when configured, the shadow lane.
 // The default runs the primary only.
 type Lanes interface {
-	Run(ctx context.Context, primary executors.Executor, req executors.Request) (executors.Result, error, *ShadowReport)
+	Run(ctx context.Context, primary executors.Executor, req executors.Request) (executors.Result, *ShadowReport, error)
 }
 
 // ShadowReport is the shadow lane's telemetry, opaque to the pipeline
@@ -567,7 +567,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 		defer rep.close()
 	}
 	if p.Lanes != nil {
-		res, runErr, sh := p.Lanes.Run(ctx, exec, req)
+		res, sh, runErr := p.Lanes.Run(ctx, exec, req)
 		v.shadow = sh
 		v.rec, err = recordFromRun(plan, exec, res, runErr, notes)
 	} else {

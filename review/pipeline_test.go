@@ -117,11 +117,16 @@ func (g *fakeGitHub) Publish(ctx context.Context, j Job, p Publication) error {
 const head = "0123456789abcdef0123456789abcdef01234567"
 
 func newTestPipeline(t *testing.T, g *fakeGitHub, set executors.Set) *Pipeline {
-	return &Pipeline{
+	t.Helper()
+	p, err := NewPipeline(Pipeline{
 		PRs: g, Checkouts: g, Publisher: g, Executors: set,
 		Selection: executors.Selection{Executor: "e2b"},
 		WorkDir:   t.TempDir(), Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
 	}
+	return p
 }
 
 func TestPipelineEndings(t *testing.T) {

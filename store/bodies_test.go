@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"crypto/rand"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,9 +15,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/golang/snappy"
-
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 )
 
 // bodyFor is the body of delivery id: distinct per id, about size bytes.
@@ -32,7 +30,7 @@ func bodyFor(id string, size int) []byte {
 func TestBodyLogRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gilf.db")
 	c := newClock()
-	db, err := store.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now})
+	db, err := sqlite.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -68,20 +66,19 @@ func TestBodyLogRoundTrip(t *testing.T) {
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
 	}
-	var inRow, logged int
-	if err := rawDB(t, path).QueryRow(`SELECT COUNT(*) FILTER (WHERE length(body) > 0), COUNT(body_segment) FROM deliveries`).Scan(&inRow, &logged); err != nil {
+	var inRow, stored int
+	if err := rawDB(t, path).QueryRow(`SELECT COUNT(*) FILTER (WHERE body_crc32c IS NOT NULL), COALESCE(SUM(length(body)), 0) FROM deliveries`).Scan(&inRow, &stored); err != nil {
 		t.Fatal(err)
 	}
-	if inRow != 0 || logged != n {
-		t.Fatalf("%d bodies in their rows and %d in the body log, want 0 and %d", inRow, logged, n)
+	if inRow != n || stored >= n*(25<<10)/2 {
+		t.Fatalf("%d bodies in their rows with a CRC (want %d), %d bytes stored: want them compressed", inRow, n, stored)
 	}
 	check(openAt(t, path, store.Options{Now: c.Now}))
 }
 
-// TestBodyLogEdges: an empty body and a body of GitHub's full 25 MiB both
-// go through the body log and read back exactly; a row written before the
-// body log (body in its column, no segment) still reads back.
-func TestBodyLogEdges(t *testing.T) {
+// TestBodyEdges: an empty body and a body of GitHub's full 25 MiB both
+// read back exactly.
+func TestBodyEdges(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gilf.db")
 	c := newClock()
 	db := openAt(t, path, store.Options{Now: c.Now})
@@ -99,127 +96,31 @@ func TestBodyLogEdges(t *testing.T) {
 			t.Fatalf("%s: read back %d bytes, %v; want %d", tt.id, len(got.Body), err, len(tt.body))
 		}
 	}
-	old := []byte(`{"zen":"from before the body log"}`)
-	if _, err := rawDB(t, path).Exec(`INSERT INTO deliveries (id, event, received_at, status, body)
-		VALUES ('old', 'ping', 1, 'ignored', ?)`, old); err != nil {
-		t.Fatal(err)
-	}
-	got, err := db.Delivery(context.Background(), "old")
-	if err != nil || !bytes.Equal(got.Body, old) {
-		t.Fatalf("row from before the body log: %q, %v", got.Body, err)
-	}
 }
 
-// TestBodyLogCorruptionIsReported: a body whose bytes changed, whose
-// segment was cut short, or whose reference points outside the body
-// directory is an ErrBodyCorrupt, never wrong bytes.
-func TestBodyLogCorruptionIsReported(t *testing.T) {
-	for _, tt := range []struct {
-		name  string
-		spoil func(t *testing.T, path, seg string)
-	}{
-		{"flipped byte", func(t *testing.T, path, seg string) {
-			f, err := os.OpenFile(filepath.Join(path+".bodies", seg), os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			if _, err := f.WriteAt([]byte("#"), 10); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"truncated segment", func(t *testing.T, path, seg string) {
-			if err := os.Truncate(filepath.Join(path+".bodies", seg), 5); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"segment outside the directory", func(t *testing.T, path, seg string) {
-			if _, err := rawDB(t, path).Exec(`UPDATE deliveries SET body_segment = '../gilf.db'`); err != nil {
-				t.Fatal(err)
-			}
-		}},
-		{"incomplete reference", func(t *testing.T, path, seg string) {
-			if _, err := rawDB(t, path).Exec(`UPDATE deliveries SET body_crc32c = NULL`); err != nil {
-				t.Fatal(err)
-			}
-		}},
+// TestBodyCorruptionIsReported: a body whose bytes changed, or that is not
+// a snappy block, is an ErrBodyCorrupt, never wrong bytes.
+func TestBodyCorruptionIsReported(t *testing.T) {
+	for name, spoil := range map[string]string{
+		"flipped byte":   `UPDATE deliveries SET body = CAST(replace(CAST(body AS TEXT), 'd1', 'd2') AS BLOB)`,
+		"not snappy":     `UPDATE deliveries SET body = x'ffffffffffff', body_crc32c = NULL`,
+		"truncated body": `UPDATE deliveries SET body = substr(body, 1, 5)`,
 	} {
-		t.Run(tt.name, func(t *testing.T) {
+		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "gilf.db")
 			c := newClock()
 			db := openAt(t, path, store.Options{Now: c.Now})
 			record(t, db, delivery("d1", bodyFor("d1", 4096), c.Now()), nil)
-			var seg string
-			if err := rawDB(t, path).QueryRow(`SELECT body_segment FROM deliveries WHERE id = 'd1'`).Scan(&seg); err != nil {
+			if r, err := rawDB(t, path).Exec(spoil); err != nil {
 				t.Fatal(err)
+			} else if n, _ := r.RowsAffected(); n != 1 {
+				t.Fatalf("spoiled %d rows", n)
 			}
-			tt.spoil(t, path, seg)
 			got, err := db.Delivery(context.Background(), "d1")
 			if !errors.Is(err, store.ErrBodyCorrupt) {
 				t.Fatalf("Delivery = %d bytes, %v; want ErrBodyCorrupt", len(got.Body), err)
 			}
 		})
-	}
-}
-
-// TestBodyLogCap: with MaxBytes set, the body log takes bodies up to the
-// cap (counted as stored, compressed) and refuses the first that would
-// pass it, storing no row for it; a store opened again counts the bytes
-// already in the directory.
-func TestBodyLogCap(t *testing.T) {
-	const limit = 1 << 20 // also the database's cap, far from reached here
-	const size = 100 << 10
-	path := filepath.Join(t.TempDir(), "gilf.db")
-	c := newClock()
-	opts := store.Options{Now: c.Now, MaxBytes: limit}
-	db, err := store.Open(context.Background(), path, testLogger(t), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	random := func(n int) []byte { // incompressible: stored about as large
-		b := make([]byte, n)
-		if _, err := rand.Read(b); err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	stored := func(b []byte) int { return len(snappy.Encode(nil, b)) }
-	used := 0
-	for i := 0; ; i++ {
-		b := random(size)
-		if used+stored(b) > limit {
-			break
-		}
-		record(t, db, delivery(fmt.Sprintf("d%d", i), b, c.Now()), nil)
-		used += stored(b)
-	}
-	// Exactly what is left fits; after it, one byte does not.
-	var exact []byte
-	for n := limit - used; n > 0 && exact == nil; n-- {
-		if b := random(n); stored(b) == limit-used {
-			exact = b
-		}
-	}
-	if exact == nil {
-		t.Fatalf("no body is stored in exactly %d bytes", limit-used)
-	}
-	record(t, db, delivery("exact", exact, c.Now()), nil)
-	_, err = db.RecordDelivery(context.Background(), delivery("over", []byte("o"), c.Now()), nil)
-	if !errors.Is(err, store.ErrBodyLogFull) {
-		t.Fatalf("one byte past the cap: %v, want ErrBodyLogFull", err)
-	}
-	if _, err := db.Delivery(context.Background(), "over"); !errors.Is(err, store.ErrNotFound) {
-		t.Fatalf("refused delivery left a row: %v", err)
-	}
-	if err := db.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db = openAt(t, path, opts)
-	if _, err := db.RecordDelivery(context.Background(), delivery("over-again", []byte("o"), c.Now()), nil); !errors.Is(err, store.ErrBodyLogFull) {
-		t.Fatalf("after reopening: %v, want ErrBodyLogFull", err)
-	}
-	if got, err := db.Delivery(context.Background(), "exact"); err != nil || !bytes.Equal(got.Body, exact) {
-		t.Fatalf("exact: %d bytes, %v", len(got.Body), err)
 	}
 }
 
@@ -233,7 +134,7 @@ const intakeChildMax = 20000
 
 func intakeChild(path string) int {
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, slog.New(slog.NewTextHandler(os.Stderr, nil)), store.Options{})
+	db, err := sqlite.Open(ctx, path, slog.New(slog.NewTextHandler(os.Stderr, nil)), store.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 2
@@ -260,10 +161,8 @@ func intakeChild(path string) int {
 }
 
 // TestKilledIntakeLosesNoAcknowledgedBody: a process SIGKILLed while it
-// group-commits deliveries through the body log loses none it had
-// acknowledged: after the kill, every acknowledged id has its row and its
-// exact body. Bytes the kill cut off before their rows committed are
-// never referenced.
+// group-commits deliveries loses none it had acknowledged: after the
+// kill, every acknowledged id has its row and its exact body.
 func TestKilledIntakeLosesNoAcknowledgedBody(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gilf.db")
 	openAt(t, path, store.Options{}) // schema, then left open beside the child
@@ -297,19 +196,19 @@ func TestKilledIntakeLosesNoAcknowledgedBody(t *testing.T) {
 			t.Fatalf("acknowledged %s: body differs", id)
 		}
 	}
-	var rows, logged int
-	if err := rawDB(t, path).QueryRow(`SELECT COUNT(*), COUNT(body_segment) FROM deliveries`).Scan(&rows, &logged); err != nil {
+	var rows int
+	if err := rawDB(t, path).QueryRow(`SELECT COUNT(*) FROM deliveries`).Scan(&rows); err != nil {
 		t.Fatal(err)
 	}
-	if rows < len(acked) || logged != rows {
-		t.Fatalf("%d rows (%d in the body log) for %d acknowledged", rows, logged, len(acked))
+	if rows < len(acked) {
+		t.Fatalf("%d rows for %d acknowledged", rows, len(acked))
 	}
 }
 
-// TestLostBodyHealedByRedelivery: a recorded delivery whose body was lost
-// (the row survived a power loss, the body log's bytes did not) gets the
-// body of GitHub's redelivery, which is answered as a duplicate; a
-// redelivery of an intact delivery leaves its body where it was.
+// TestLostBodyHealedByRedelivery: a recorded delivery whose body was
+// damaged (a disk error) gets the body of GitHub's redelivery, which is
+// answered as a duplicate; a redelivery of an intact delivery leaves its
+// body as it was.
 func TestLostBodyHealedByRedelivery(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "gilf.db")
 	c := newClock()
@@ -317,22 +216,9 @@ func TestLostBodyHealedByRedelivery(t *testing.T) {
 	body := bodyFor("lost", 4096)
 	first := record(t, db, delivery("lost", body, c.Now()), spec(sha(1), c.Now()))
 	record(t, db, delivery("kept", bodyFor("kept", 4096), c.Now()), nil)
-	ref := func(id string) (seg string, off, n int64) {
-		t.Helper()
-		if err := rawDB(t, path).QueryRow(`SELECT body_segment, body_offset, body_length FROM deliveries WHERE id = ?`, id).Scan(&seg, &off, &n); err != nil {
-			t.Fatal(err)
-		}
-		return seg, off, n
-	}
-	seg, off, n := ref("lost")
-	f, err := os.OpenFile(filepath.Join(path+".bodies", seg), os.O_RDWR, 0)
-	if err != nil {
+	if _, err := rawDB(t, path).Exec(`UPDATE deliveries SET body = zeroblob(length(body)) WHERE id = 'lost'`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.WriteAt(make([]byte, n), off); err != nil { // the bytes never reached the disk
-		t.Fatal(err)
-	}
-	f.Close()
 	if _, err := db.Delivery(context.Background(), "lost"); !errors.Is(err, store.ErrBodyCorrupt) {
 		t.Fatalf("lost body read: %v, want ErrBodyCorrupt", err)
 	}
@@ -344,9 +230,10 @@ func TestLostBodyHealedByRedelivery(t *testing.T) {
 	if err != nil || !bytes.Equal(got.Body, body) {
 		t.Fatalf("after the redelivery: %d bytes, %v", len(got.Body), err)
 	}
-	keptSeg, keptOff, _ := ref("kept")
-	record(t, db, delivery("kept", bodyFor("kept", 4096), c.Now()), nil)
-	if s2, o2, _ := ref("kept"); s2 != keptSeg || o2 != keptOff {
-		t.Fatalf("intact body moved from %s@%d to %s@%d", keptSeg, keptOff, s2, o2)
+	// An intact body is not rewritten: a redelivery with other bytes
+	// leaves it.
+	record(t, db, delivery("kept", []byte(`{"other":1}`), c.Now()), nil)
+	if got, err := db.Delivery(context.Background(), "kept"); err != nil || !bytes.Equal(got.Body, bodyFor("kept", 4096)) {
+		t.Fatalf("intact body after a redelivery: %q, %v", got.Body, err)
 	}
 }

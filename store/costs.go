@@ -38,7 +38,7 @@ type DayCost struct {
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT `+d.eng.dayOf("started_at")+` AS day,
+	rows, err := d.r.QueryContext(ctx, `SELECT `+d.drv.DayOf("started_at")+` AS day,
 			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,

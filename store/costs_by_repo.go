@@ -14,7 +14,7 @@ import (
 // then repository, executor and lane. As CostsByDay, a row's USD is nil
 // when none of its spans had a price.
 func (d *DB) CostsByRepo(ctx context.Context, since time.Time) ([]validation.RepoCostDay, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT j.repo, `+d.eng.dayOf("c.started_at")+` AS day,
+	rows, err := d.r.QueryContext(ctx, `SELECT j.repo, `+d.drv.DayOf("c.started_at")+` AS day,
 			c.executor, c.lane, COUNT(*), COUNT(c.usd), SUM(c.usd),
 			COALESCE(SUM(c.finished_at - c.started_at), 0) / 1000.0,
 			COALESCE(SUM(c.input_tokens), 0), COALESCE(SUM(c.output_tokens), 0)

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -9,8 +10,6 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
-
-	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
 )
 
 // Defaults for Options. Each is a named limit with a test at its boundary.
@@ -22,7 +21,7 @@ const (
 	// DefaultSynchronous is the durability level. FULL syncs the WAL
 	// before any commit is acknowledged, so an acknowledged delivery
 	// survives power loss, not only a process crash; group commit pays
-	// one sync per group, off the writer's path (walsync.go).
+	// one sync per group (store/sqlite/walsync.go).
 	DefaultSynchronous = SynchronousFull
 	// DefaultMaxAttempts is how many times a job is claimed before a
 	// transient failure or an expired lease ends it dead.
@@ -46,14 +45,6 @@ const (
 	DefaultBusyCheckpointInterval = 250 * time.Millisecond
 	// DefaultMaxBatch is the most deliveries one group commit holds.
 	DefaultMaxBatch = 256
-	// DefaultReadConns is the size of the read pool.
-	DefaultReadConns = 4
-	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge bound one
-	// body log segment: a handle starts a new one past either, so
-	// retention can delete the old ones (a whole segment at a time) while
-	// `gilf serve` runs for months.
-	DefaultBodySegmentMaxBytes = 256 << 20
-	DefaultBodySegmentMaxAge   = 24 * time.Hour
 )
 
 // Synchronous is the durability level of acknowledged writes, named after
@@ -77,29 +68,21 @@ type Options struct {
 	RetryBase   time.Duration
 	RetryCap    time.Duration
 	MaxBatch    int
-	ReadConns   int
 	// CheckpointInterval defaults to DefaultCheckpointInterval.
 	CheckpointInterval time.Duration
 	// BusyCheckpointInterval and BusyCheckpointBytes default to
 	// DefaultBusyCheckpointInterval and DefaultBusyCheckpointBytes.
 	BusyCheckpointInterval time.Duration
 	BusyCheckpointBytes    int64
-	// MaxBytes caps the database file and, separately, the delivery body
-	// log beside it (0: no cap beyond the disk). When a write would pass
-	// either, the write fails as if the disk were full, and intake answers
-	// 503, so a delivery flood cannot fill the volume.
+	// MaxBytes caps the SQLite database file (0: no cap beyond the disk).
+	// When a write would pass it, the write fails as if the disk were
+	// full, and intake answers 503, so a delivery flood cannot fill the
+	// volume.
 	MaxBytes int64
-	// BodySegmentMaxBytes and BodySegmentMaxAge default to
-	// DefaultBodySegmentMaxBytes and DefaultBodySegmentMaxAge.
-	BodySegmentMaxBytes int64
-	BodySegmentMaxAge   time.Duration
 	// MaxConns is the pool's size on PostgreSQL (default
-	// DefaultMaxConns); SQLite has one writer connection and ReadConns
-	// readers.
+	// postgres.DefaultMaxConns); SQLite has one writer connection and a
+	// few readers.
 	MaxConns int
-	// IntakeWriters is how many group-commit writers run on PostgreSQL
-	// (default DefaultIntakeWriters); SQLite runs one.
-	IntakeWriters int
 	// Now is the clock for every stored time and lease; default time.Now.
 	Now func() time.Time
 	// Jitter returns a uniform value in [0, 1) for retry backoff; default
@@ -107,43 +90,18 @@ type Options struct {
 	Jitter func() float64
 }
 
-func (o Options) withDefaults() Options {
-	if o.BusyTimeout <= 0 {
-		o.BusyTimeout = DefaultBusyTimeout
-	}
-	if o.Synchronous == "" {
-		o.Synchronous = DefaultSynchronous
-	}
-	if o.MaxAttempts <= 0 {
-		o.MaxAttempts = DefaultMaxAttempts
-	}
-	if o.RetryBase <= 0 {
-		o.RetryBase = DefaultRetryBase
-	}
-	if o.RetryCap <= 0 {
-		o.RetryCap = DefaultRetryCap
-	}
-	if o.MaxBatch <= 0 {
-		o.MaxBatch = DefaultMaxBatch
-	}
-	if o.ReadConns <= 0 {
-		o.ReadConns = DefaultReadConns
-	}
-	if o.CheckpointInterval <= 0 {
-		o.CheckpointInterval = DefaultCheckpointInterval
-	}
-	if o.BusyCheckpointInterval <= 0 {
-		o.BusyCheckpointInterval = DefaultBusyCheckpointInterval
-	}
-	if o.BusyCheckpointBytes <= 0 {
-		o.BusyCheckpointBytes = DefaultBusyCheckpointBytes
-	}
-	if o.BodySegmentMaxBytes <= 0 {
-		o.BodySegmentMaxBytes = DefaultBodySegmentMaxBytes
-	}
-	if o.BodySegmentMaxAge <= 0 {
-		o.BodySegmentMaxAge = DefaultBodySegmentMaxAge
-	}
+// WithDefaults is o with every zero field set to its default (a driver's
+// own defaults aside).
+func (o Options) WithDefaults() Options {
+	orDefault(&o.BusyTimeout, DefaultBusyTimeout)
+	orDefault(&o.MaxAttempts, DefaultMaxAttempts)
+	orDefault(&o.RetryBase, DefaultRetryBase)
+	orDefault(&o.RetryCap, DefaultRetryCap)
+	orDefault(&o.MaxBatch, DefaultMaxBatch)
+	orDefault(&o.CheckpointInterval, DefaultCheckpointInterval)
+	orDefault(&o.BusyCheckpointInterval, DefaultBusyCheckpointInterval)
+	orDefault(&o.BusyCheckpointBytes, DefaultBusyCheckpointBytes)
+	o.Synchronous = cmp.Or(o.Synchronous, DefaultSynchronous)
 	if o.Now == nil {
 		o.Now = time.Now
 	}
@@ -153,45 +111,59 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
+// orDefault sets *v to def unless it is positive.
+func orDefault[T int | int64 | time.Duration](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}
+
 // DB is gilf's store. It is safe for concurrent use, also by several
 // processes sharing one file.
 type DB struct {
-	eng   engine  // what differs between SQLite and PostgreSQL (engine.go)
-	w     *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
-	r     *sql.DB // query-only pool
-	log   *slog.Logger
-	opts  Options
-	stmts intakeStmts
-	reqs  []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
-	quit  chan struct{}
-	wg    sync.WaitGroup
+	drv      Driver  // what differs between SQLite and PostgreSQL (driver.go)
+	w        *sql.DB // SQLite: one connection, BEGIN IMMEDIATE; PostgreSQL: the write pool
+	r        *sql.DB // reads: SQLite's query-only pool; PostgreSQL's pool again
+	log      *slog.Logger
+	opts     Options
+	claimSQL string
+	stmts    intakeStmts
+	reqs     []chan *intakeReq // callers → writers: one queue per writer (intake.go's queueOf)
+	quit     chan struct{}
+	wg       sync.WaitGroup
 	// closer closes once; ready is the last write probe (ready.go).
 	closer sync.Once
 	ready  readyCache
 }
 
-// newDB is a DB on w and r whose engine eng makes, with one intake
-// writer per queue of reqs; start starts them.
-func newDB(w, r *sql.DB, logger *slog.Logger, opts Options, writers int) *DB {
-	d := &DB{w: w, r: r, log: logger, opts: opts, reqs: make([]chan *intakeReq, writers), quit: make(chan struct{}),
-		ready: readyCache{turn: make(chan struct{}, 1)}}
+// New is a DB on the migrated database behind w (writes) and r (reads,
+// w again when the engine has one pool), run by drv, with writers
+// group-commit writers. The DB owns w, r and drv from here: Close closes
+// them, and so does New when it fails.
+func New(ctx context.Context, w, r *sql.DB, drv Driver, logger *slog.Logger, opts Options, writers int) (*DB, error) {
+	d := &DB{drv: drv, w: w, r: r, log: logger, opts: opts.WithDefaults(), reqs: make([]chan *intakeReq, max(writers, 1)),
+		quit: make(chan struct{}), ready: readyCache{turn: make(chan struct{}, 1)},
+		claimSQL: fmt.Sprintf(sqlClaim, drv.ClaimLock())}
 	for i := range d.reqs {
 		d.reqs[i] = make(chan *intakeReq)
 	}
-	return d
-}
-
-// start prepares intake's statements and starts its writers.
-func (d *DB) start(ctx context.Context) error {
-	if err := d.stmts.prepare(ctx, d.w, d.eng); err != nil {
-		return err
+	if err := d.stmts.prepare(ctx, d); err != nil {
+		return nil, errors.Join(err, d.closePools())
 	}
 	life := context.WithoutCancel(ctx)
 	d.wg.Add(len(d.reqs))
 	for _, q := range d.reqs {
 		go d.writer(life, q)
 	}
-	return nil
+	return d, nil
+}
+
+func (d *DB) closePools() error {
+	err := errors.Join(d.drv.Close(), d.r.Close())
+	if d.r != d.w {
+		err = errors.Join(err, d.w.Close())
+	}
+	return err
 }
 
 // Ping checks that both pools answer.
@@ -213,7 +185,7 @@ func (d *DB) Close() error {
 	d.closer.Do(func() {
 		close(d.quit)
 		d.wg.Wait()
-		err = errors.Join(d.stmts.close(), d.r.Close(), d.w.Close(), d.eng.close())
+		err = errors.Join(d.stmts.close(), d.closePools())
 		if err != nil {
 			err = fmt.Errorf("close store: %w", err)
 		}
@@ -238,6 +210,3 @@ func fromMs(v int64) time.Time {
 }
 
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
-
-// Engine says which database the store runs on.
-func (d *DB) Engine() Engine { return d.eng.name() }

@@ -24,37 +24,25 @@ type StoredDelivery struct {
 // when the id was never recorded.
 func (d *DB) Delivery(ctx context.Context, id string) (StoredDelivery, error) {
 	var s StoredDelivery
-	var inst, pr, job, off, n, crc, pruned sql.NullInt64
-	var seg sql.NullString
+	var inst, pr, job, crc, pruned sql.NullInt64
 	var at int64
 	// The job is found by the key the row carries (migration 0002).
 	err := d.r.QueryRowContext(ctx, `SELECT d.id, d.event, d.action, d.installation_id, d.repo, d.pr, d.head_sha,
-		d.received_at, d.status, d.reason, j.id, d.body, d.body_segment, d.body_offset, d.body_length, d.body_crc32c,
-		d.body_pruned_at FROM deliveries d LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
+		d.received_at, d.status, d.reason, j.id, d.body, d.body_crc32c, d.body_pruned_at
+		FROM deliveries d LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
 			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
 		WHERE d.id = ?`, id).Scan(&s.ID, &s.Event, &s.Action, &inst,
-		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body, &seg, &off, &n, &crc, &pruned)
+		&s.Repo, &pr, &s.HeadSHA, &at, &s.Status, &s.Reason, &job, &s.Body, &crc, &pruned)
 	if errors.Is(err, sql.ErrNoRows) {
 		return s, fmt.Errorf("delivery %q: %w", id, ErrNotFound)
 	}
 	if err != nil {
 		return s, fmt.Errorf("delivery %q: %w", id, err)
 	}
-	switch {
-	case pruned.Valid:
+	if pruned.Valid {
 		s.Body, s.BodyPrunedAt = nil, fromMs(pruned.Int64)
-	case seg.Valid: // in SQLite's body log
-		ref, err := bodyRefOf(seg, off, n, crc)
-		if err == nil {
-			s.Body, err = d.eng.loggedBody(ref)
-		}
-		if err != nil {
-			return s, fmt.Errorf("delivery %q: %w", id, err)
-		}
-	default: // in the row
-		if s.Body, err = d.eng.rowBody(s.Body); err != nil {
-			return s, fmt.Errorf("delivery %q: %w", id, err)
-		}
+	} else if s.Body, err = decodeBody(s.Body, crcOf(crc)); err != nil {
+		return s, fmt.Errorf("delivery %q: %w", id, err)
 	}
 	s.InstallationID, s.PR, s.JobID, s.ReceivedAt = inst.Int64, int(pr.Int64), job.Int64, fromMs(at)
 	return s, nil
@@ -69,10 +57,11 @@ func (d *DB) CountDeliveries(ctx context.Context) (int, error) {
 	return n, nil
 }
 
-// bodyRefOf builds a body reference from a row's columns.
-func bodyRefOf(seg sql.NullString, off, n, crc sql.NullInt64) (bodyRef, error) {
-	if !seg.Valid || !off.Valid || !n.Valid || !crc.Valid || crc.Int64 < 0 || crc.Int64 > 1<<32-1 {
-		return bodyRef{}, fmt.Errorf("%w: incomplete body reference", ErrBodyCorrupt)
+// crcOf is a row's body_crc32c, nil when it has none.
+func crcOf(v sql.NullInt64) *uint32 {
+	if !v.Valid {
+		return nil
 	}
-	return bodyRef{segment: seg.String, offset: off.Int64, length: n.Int64, crc: uint32(crc.Int64)}, nil
+	c := uint32(v.Int64)
+	return &c
 }

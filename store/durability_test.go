@@ -18,10 +18,11 @@ import (
 	"testing"
 	"time"
 
-	"modernc.org/sqlite"
+	msqlite "modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -41,7 +42,7 @@ func TestMain(m *testing.M) {
 
 func claimChild(path string) int {
 	ctx := context.Background()
-	db, err := store.Open(ctx, path, slog.New(slog.NewTextHandler(os.Stderr, nil)), store.Options{})
+	db, err := sqlite.Open(ctx, path, slog.New(slog.NewTextHandler(os.Stderr, nil)), store.Options{})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child open:", err)
 		return 2
@@ -154,7 +155,7 @@ func TestLockedDatabaseFailsWithinBusyTimeout(t *testing.T) {
 	if err == nil {
 		t.Fatal("recorded a delivery while the database was locked")
 	}
-	if se, ok := errors.AsType[*sqlite.Error](err); !ok || se.Code()&0xff != sqlite3.SQLITE_BUSY {
+	if se, ok := errors.AsType[*msqlite.Error](err); !ok || se.Code()&0xff != sqlite3.SQLITE_BUSY {
 		t.Fatalf("err = %v, want SQLITE_BUSY", err)
 	}
 	if took < store.DefaultBusyTimeout-100*time.Millisecond || took > store.DefaultBusyTimeout+3*time.Second {
@@ -290,7 +291,7 @@ func TestDeferredUpgradeIsBusy(t *testing.T) {
 			}
 			_, err = txA.Exec(insert, "from-a")
 			if tt.busy {
-				if se, ok := errors.AsType[*sqlite.Error](err); !ok || se.Code()&0xff != sqlite3.SQLITE_BUSY {
+				if se, ok := errors.AsType[*msqlite.Error](err); !ok || se.Code()&0xff != sqlite3.SQLITE_BUSY {
 					t.Fatalf("deferred upgrade: err = %v, want SQLITE_BUSY", err)
 				}
 				return

@@ -14,5 +14,16 @@ var (
 	ErrClosed = errors.New("store closed")
 	// ErrBackupPostgres: gilf backup copies the SQLite file; a PostgreSQL
 	// database is the server's to back up.
+	// ErrNotDurable means an fsync of the database's log failed. The
+	// commits since the last good sync may not be on disk, and after a
+	// failed fsync the kernel may have dropped the dirty pages, so a later
+	// good sync proves nothing: the store refuses every later write until
+	// it is opened again.
+	ErrNotDurable     = errors.New("store: WAL fsync failed; writes refused until the store is reopened")
 	ErrBackupPostgres = errors.New("the store is PostgreSQL: back it up with pg_dump or the server's own backups, not gilf backup")
 )
+
+// MaxSerializationRetries is how often a write transaction that lost a
+// serialization conflict to another replica (PostgreSQL: SQLSTATE 40001,
+// 40P01) is run again before its error is returned.
+const MaxSerializationRetries = 20

@@ -23,7 +23,7 @@ func RecordBatch(ctx context.Context, d *DB, dels []validation.Delivery, jobs []
 		}
 		batch[i] = &intakeReq{d: del, job: jobs[i], stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
 	}
-	d.eng.commit(ctx, batch)
+	d.answer(batch, d.commitRows(ctx, batch))
 	res, errs := make([]validation.RecordResult, len(batch)), make([]error, len(batch))
 	for i, r := range batch {
 		a := <-r.done
@@ -70,7 +70,7 @@ func explainAll(ctx context.Context, d *DB, set, label string, plans map[string]
 		{"due", sqlDue, []any{now}},
 		{"dead leases", sqlDeadLeases, []any{now, 3}},
 		{"rescue", sqlRescue, []any{now}},
-		{"claim", claimPostgres, []any{"w", now, now}},
+		{"claim", fmt.Sprintf(sqlClaim, " FOR UPDATE SKIP LOCKED"), []any{"w", now, now}},
 		{"look up job", sqlLookupJob, []any{repo, 1, head, base, now}},
 		{"insert job", sqlInsJob, []any{repo, 1, head, "", base, nil, "x", "opened", now, staleReason, now}},
 		{"supersede", sqlSupersede, []any{"r", now, repo, 1, head, base, now}},

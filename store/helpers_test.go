@@ -11,6 +11,8 @@ import (
 
 	"github.com/gilf-review/gilf/internal/pgtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/store/storetest"
 )
 
@@ -34,8 +36,8 @@ var (
 // (newLocation) — and closes it at the end of the test.
 func openAt(t testing.TB, loc string, opts store.Options) *store.DB {
 	t.Helper()
-	if store.IsPostgresURL(loc) {
-		return postgres.OpenAt(t, loc, opts)
+	if postgres.IsURL(loc) {
+		return pgEngine.OpenAt(t, loc, opts)
 	}
 	return lite.OpenAt(t, loc, opts)
 }
@@ -46,9 +48,9 @@ var pg *pgtest.Server
 var (
 	// lite is SQLite: a file in the test's temp dir. The tests of one
 	// engine's machinery outside the conformance suite run on it.
-	lite = storetest.Engine{Name: "sqlite", NewLocation: func(t testing.TB) string { return filepath.Join(t.TempDir(), "gilf.db") }, Open: store.Open}
+	lite = storetest.Engine{Name: "sqlite", NewLocation: func(t testing.TB) string { return filepath.Join(t.TempDir(), "gilf.db") }, Open: sqlite.Open}
 	// postgres is a new database on the package's PostgreSQL server.
-	postgres = storetest.Engine{Name: "postgres", NewLocation: func(t testing.TB) string { return pg.NewDatabase(t) }, Open: store.OpenPostgres}
+	pgEngine = storetest.Engine{Name: "postgres", NewLocation: func(t testing.TB) string { return pg.NewDatabase(t) }, Open: postgres.Open}
 )
 
 // openTest opens a fresh SQLite store and returns it with its location.

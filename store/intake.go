@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
 	"slices"
 	"strconv"
 
@@ -18,11 +17,9 @@ import (
 type intakeReq struct {
 	d   validation.Delivery
 	job *validation.JobSpec
-	// stored is d.Body as the body log (on PostgreSQL: the row) keeps
-	// it, encoded by the caller's goroutine, in parallel with the other
-	// callers; d.Body is dropped.
+	// stored is d.Body as its row keeps it, encoded by the caller's
+	// goroutine, in parallel with the other callers; d.Body is dropped.
 	stored encodedBody
-	body   bodyRef // where the body log holds stored (SQLite)
 
 	done chan intakeRes // buffered 1: nobody blocks on answering
 }
@@ -32,25 +29,22 @@ type intakeRes struct {
 	err error
 }
 
-// RecordDelivery durably records a webhook delivery — its raw body in the
-// body log, its row — the job it asks for (created, or attached to the
-// existing job for the same reviewed state), the supersession of older
-// heads of the same pull request, and the cancellation it carries, all in
-// one transaction. It returns only after that transaction committed and
-// was synced to disk with the body (or failed): a caller that answers 2xx
-// after a nil error never acknowledges a delivery that is not on disk.
+// RecordDelivery durably records a webhook delivery — its row with its
+// raw body — the job it asks for (created, or attached to the existing
+// job for the same reviewed state), the supersession of older heads of
+// the same pull request, and the cancellation it carries, all in one
+// transaction. It returns only after that transaction committed and was
+// synced to disk (or failed): a caller that answers 2xx after a nil error
+// never acknowledges a delivery that is not on disk.
 //
 // A delivery id that is already stored is a Duplicate: nothing is written
-// (unless the stored body was damaged, see bodies.go).
+// (unless the stored body was damaged: the redelivered one replaces it).
 //
-// Intake is a group commit with the bodies on the side. The writer
-// goroutine takes every delivery waiting, reserves room for their bodies
-// in the body log and hands the bodies to the appender goroutine, which
-// writes and fsyncs them while the writer runs the batch's statements in
-// one transaction; the writer waits for the bodies, commits, fsyncs the
-// WAL and answers the callers. When one delivery fails inside a
-// batch's transaction, the batch is rolled back and each delivery is
-// committed alone, so the bad one fails alone.
+// Intake is a group commit: a writer goroutine takes every delivery
+// waiting and records them in one transaction, one fsync for the batch.
+// When one delivery fails inside a batch's transaction, the batch is
+// rolled back and each delivery is committed alone, so the bad one fails
+// alone.
 func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *validation.JobSpec) (validation.RecordResult, error) {
 	fail := func(err error) (validation.RecordResult, error) {
 		return validation.RecordResult{}, fmt.Errorf("record delivery %q: %w", del.ID, err)
@@ -58,7 +52,7 @@ func (d *DB) RecordDelivery(ctx context.Context, del validation.Delivery, job *v
 	if err := checkDelivery(del, job); err != nil {
 		return fail(err)
 	}
-	if err := d.eng.failed(); err != nil {
+	if err := d.drv.Failed(); err != nil {
 		return fail(err)
 	}
 	r := &intakeReq{d: del, job: job, stored: encodeBody(del.Body), done: make(chan intakeRes, 1)}
@@ -129,13 +123,11 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 
 // writer takes one pending delivery of its queue, then every other
 // delivery already waiting there (up to MaxBatch), and commits them
-// together (engine.commit): a group commit, one fsync for the batch. It
+// together: a group commit, one fsync for the batch (answer). It
 // exits when the store closes.
 func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
-	defer d.eng.writerDone()
 	for {
-		d.eng.betweenBatches(ctx)
 		var first *intakeReq
 		select {
 		case first = <-reqs:
@@ -152,36 +144,26 @@ func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 				break fill
 			}
 		}
-		d.eng.commit(ctx, batch)
+		res := d.commitRows(ctx, batch)
+		for _, r := range batch {
+			r.stored.release()
+		}
+		d.answer(batch, res)
 	}
 }
 
-// commitInline commits a batch whose bodies go in their rows: one
-// transaction, one by one when a delivery fails in it.
-func (d *DB) commitInline(ctx context.Context, batch []*intakeReq) {
-	res := d.commitRows(ctx, batch, make([]intakeRes, len(batch)), nil)
-	for _, r := range batch {
-		r.stored.release()
-	}
-	d.answer(batch, res)
-}
-
-// commitRows runs live in one transaction and, when one delivery failed
+// commitRows runs batch in one transaction and, when one delivery failed
 // and took the shared transaction with it, each alone, so only the bad one
-// fails. It fills and returns res. ready, when set, runs before each
-// commit: an itemError from it fails that delivery (see runBatch).
-func (d *DB) commitRows(ctx context.Context, live []*intakeReq, res []intakeRes, ready func([]*intakeReq) error) []intakeRes {
-	err := d.runBatch(ctx, live, res, ready)
+// fails.
+func (d *DB) commitRows(ctx context.Context, batch []*intakeReq) []intakeRes {
+	res := make([]intakeRes, len(batch))
+	err := d.runBatch(ctx, batch, res)
 	var bad *itemError
 	switch {
-	case errors.As(err, &bad) && len(live) > 1:
-		attrs := []any{"err", bad.err}
-		if bad.i >= 0 { // else a statement of several deliveries failed
-			attrs = append(attrs, "delivery_id", live[bad.i].d.ID)
-		}
-		d.log.Warn("group commit failed on one delivery; committing one by one", attrs...)
-		for i := range live {
-			if err := d.runBatch(ctx, live[i:i+1], res[i:i+1], ready); err != nil {
+	case errors.As(err, &bad) && len(batch) > 1:
+		d.log.Warn("group commit failed on one delivery; committing one by one", "err", bad.err, "delivery_id", batch[bad.i].d.ID)
+		for i := range batch {
+			if err := d.runBatch(ctx, batch[i:i+1], res[i:i+1]); err != nil {
 				res[i] = intakeRes{err: err}
 			}
 		}
@@ -206,29 +188,23 @@ func (e *itemError) Unwrap() error { return e.err }
 // PostgreSQL a serialization conflict with another replica runs the whole
 // batch again (bounded by MaxSerializationRetries), and a batch that
 // queued a job notifies JobsChannel with its commit.
-func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error) error {
-	if d.stmts.recordNew != nil && ready == nil && allNew(batch) {
-		if done, err := d.runPipelined(ctx, batch, results); done {
-			return err
-		}
-		// Rolled back: a delivery needs the plain statements.
-	}
-	chains := true
+func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) error {
+	withChains := true
 	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, ready, chains)
+		err := d.runBatchOnce(ctx, batch, results, withChains)
 		if errors.Is(err, errFollowUp) { // rolled back: one by one this time
-			chains, try = false, try-1
+			withChains, try = false, try-1
 			continue
 		}
-		if err == nil || !d.eng.retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, ready func([]*intakeReq) error, chains bool) (err error) {
+func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, withChains bool) (err error) {
 	locks, byPR := prLocks(batch)
-	tx, err := d.w.BeginTx(ctx, d.eng.intakeTx(byPR))
+	tx, err := d.w.BeginTx(ctx, d.drv.IntakeTx(byPR))
 	if err != nil {
 		return &beginError{err: err}
 	}
@@ -238,35 +214,32 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		}
 	}()
 	if byPR && len(locks) > 0 {
-		if err := d.eng.lockPRs(ctx, tx, locks); err != nil {
+		if err := d.drv.LockPRs(ctx, tx, locks); err != nil {
 			return fmt.Errorf("lock pull requests: %w", err)
 		}
 	}
 	st := d.stmts.in(ctx, tx)
 	queued := false
-	chainAt, inChain := map[int][]int{}, map[int]bool{}
-	if chains && byPR {
-		for _, g := range d.eng.chains(batch) {
+	chainAt, done := map[int][]int{}, make([]bool, len(batch))
+	if withChains && byPR {
+		for _, g := range chains(batch) {
 			chainAt[g[0]] = g
-			for _, i := range g {
-				inChain[i] = true
-			}
 		}
 	}
 	for i, r := range batch {
 		if g, ok := chainAt[i]; ok {
-			if err := d.eng.recordChain(ctx, st, batch, g, results); err != nil {
+			if err := d.recordChain(ctx, tx, st, batch, g, results); err != nil {
 				if errors.Is(err, errFollowUp) {
 					return err
 				}
-				return &itemError{i: -1, err: err}
+				return &itemError{i: i, err: err}
 			}
 			for _, k := range g {
+				done[k] = true
 				queued = queued || claimable(results[k].res)
 			}
-			continue
 		}
-		if inChain[i] {
+		if done[i] {
 			continue
 		}
 		res, err := d.recordTx(ctx, st, r)
@@ -277,13 +250,8 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 		queued = queued || claimable(res) // a job it made claimable
 	}
 	if queued {
-		if err := d.eng.notify(ctx, tx); err != nil {
+		if err := d.drv.Notify(ctx, tx); err != nil {
 			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	if ready != nil {
-		if err := ready(batch); err != nil {
-			return err
 		}
 	}
 	if err := tx.Commit(); err != nil {
@@ -292,74 +260,23 @@ func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []int
 	return nil
 }
 
-// The statements around a PostgreSQL batch. sqlLockPRs takes the pull
-// requests' advisory locks in key order, so two batches never hold one
-// each of the other's (a deadlock PostgreSQL broke would run the batch
-// again).
-const (
-	sqlLockPRs    = `SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
-	sqlNotifyJobs = `SELECT pg_notify(?, '')`
-)
-
-// sqlNotifyJobsPG is sqlNotifyJobs in PostgreSQL's dialect, for pgx.
-var sqlNotifyJobsPG = postgresSQL(sqlNotifyJobs)
-
-// allNew reports whether every delivery of the batch asks for a job and
-// cancels and re-runs nothing: sqlRecordNew can record each.
-func allNew(batch []*intakeReq) bool {
-	for _, r := range batch {
-		if r.job == nil || r.d.Cancel != nil || r.d.Rerun != nil {
-			return false
+// answer makes the batch's commit durable and answers every delivery of
+// it — with its result, or with the sync's error.
+func (d *DB) answer(batch []*intakeReq, results []intakeRes) {
+	var err error
+	if slices.ContainsFunc(results, func(r intakeRes) bool { return r.err == nil }) {
+		if err = d.drv.Durable(); err != nil {
+			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", "err", err)
 		}
 	}
-	return true
-}
-
-// pipelineGroups splits a batch of allNew deliveries by pull request, in
-// batch order of their first delivery: a pull request with several new
-// heads in the batch is a chain (recordChain on SQLite, sqlChainPostgres
-// on PostgreSQL), which works out how recording them one after the other
-// would end — a head born superseded by the next instead of inserted
-// queued and updated by it. A batch that names one delivery id, or one
-// reviewed state, twice has no chains (every delivery alone): its second
-// delivery needs the plain statements. What chains buy, measured with
-// bench/intake.sh at c=64 on one pull request (every delivery a new head)
-// beside the code before them, in alternating runs: PostgreSQL 0.03× a
-// bare handler without them, 0.05–0.09× with them (0.06–0.09× before);
-// SQLite 0.06–0.09× without, 0.11–0.12× before.
-func pipelineGroups(batch []*intakeReq) [][]int {
-	ids := make(map[string]bool, len(batch))
-	states := make(map[string]bool, len(batch))
-	at := make(map[string]int) // pull request -> its group
-	var groups [][]int
-	chains := true
 	for i, r := range batch {
-		state := r.job.Repo + "#" + strconv.Itoa(r.job.PR) + "@" + r.job.HeadSHA + ":" + r.job.BaseRef
-		chains = chains && !ids[r.d.ID] && !states[state]
-		ids[r.d.ID], states[state] = true, true
-		k := prKey(r.job)
-		g, ok := at[k]
-		if !ok {
-			g = len(groups)
-			at[k] = g
-			groups = append(groups, nil)
+		res := results[i]
+		if res.err == nil && err != nil {
+			res = intakeRes{err: err}
 		}
-		groups[g] = append(groups[g], i)
+		r.done <- res
 	}
-	if chains {
-		return groups
-	}
-	singles := make([][]int, len(batch))
-	for i := range batch {
-		singles[i] = []int{i}
-	}
-	return singles
 }
-
-// errFollowUp is a chain's delivery whose answer needs the plain
-// statements (a duplicate, an existing job): the transaction was rolled
-// back, and the batch runs again one delivery after the other.
-var errFollowUp = errors.New("a delivery of the chain needs a follow-up")
 
 // claimable reports whether recording a delivery made a job claimable:
 // new, queued again, re-run.
@@ -381,7 +298,7 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 			return nil, false
 		}
 		if r.job != nil {
-			keys = append(keys, lockKey("pr", r.job.Repo+"#"+strconv.Itoa(r.job.PR)))
+			keys = append(keys, LockKey("pr", r.job.Repo+"#"+strconv.Itoa(r.job.PR)))
 		}
 	}
 	slices.Sort(keys)
@@ -394,18 +311,15 @@ func prLocks(batch []*intakeReq) (keys []int64, byPR bool) {
 // for a new head — almost every delivery — costs three statements: insert
 // the delivery, insert the job (or look it up), supersede.
 func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validation.RecordResult, error) {
-	del, job, body := r.d, r.job, r.body
+	del, job := r.d, r.job
 	var res validation.RecordResult
 	now := d.nowMs()
-	if st.recordNew != nil && job != nil && del.Cancel == nil && del.Rerun == nil {
-		return d.recordNew(ctx, st, r, now)
-	}
 	inserted, err := d.insertDelivery(ctx, st, r)
 	if err != nil {
 		return res, err
 	}
 	if !inserted { // the id is already recorded: nothing else is written
-		return d.duplicate(ctx, st, del.ID, body)
+		return d.duplicate(ctx, st, del.ID, r.stored)
 	}
 	if job != nil {
 		if res, err = d.recordJob(ctx, st, del, job, now); err != nil {
@@ -435,58 +349,43 @@ func (d *DB) recordTx(ctx context.Context, st boundStmts, r *intakeReq) (validat
 // insertDelivery inserts r's delivery row (sqlInsDelivery); false means
 // its id is already recorded, and nothing was written.
 func (d *DB) insertDelivery(ctx context.Context, st boundStmts, r *intakeReq) (bool, error) {
-	del, job, body := r.d, r.job, r.body
-	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
-	if job != nil { // the row carries the job's key: it is the link to the job
-		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
-	}
-	inline := []byte{} // in the body log, when the engine keeps one
-	if body.segment == "" {
-		inline = r.stored.b
-	}
-	// A body in the body log is named by its reference; one in its row
-	// (PostgreSQL) has none.
-	var seg sql.NullString
-	var off, length, crc sql.NullInt64
-	if body.segment != "" {
-		seg = sql.NullString{String: body.segment, Valid: true}
-		off = sql.NullInt64{Int64: body.offset, Valid: true}
-		length = sql.NullInt64{Int64: body.length, Valid: true}
-		crc = sql.NullInt64{Int64: int64(body.crc), Valid: true}
-	}
-	n, err := execCount(ctx, st.insDelivery,
-		del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
-		ms(del.ReceivedAt), string(del.Status), del.Reason, inline, seg, off, length, crc,
-	)
+	n, err := execCount(ctx, st.insDelivery, deliveryArgs(r)...)
 	if err != nil {
 		return false, fmt.Errorf("insert delivery: %w", err)
 	}
 	return n > 0, nil
 }
 
+// deliveryArgs are r's row's values, in sqlDeliveryRows's order.
+func deliveryArgs(r *intakeReq) []any {
+	del, job := r.d, r.job
+	repo, pr, head, base := del.Repo, del.PR, del.HeadSHA, ""
+	if job != nil { // the row carries the job's key: it is the link to the job
+		repo, pr, head, base = job.Repo, job.PR, job.HeadSHA, job.BaseRef
+	}
+	return []any{del.ID, del.Event, del.Action, nullInt(del.InstallationID), repo, nullInt(int64(pr)), head, base,
+		ms(del.ReceivedAt), string(del.Status), del.Reason, r.stored.b, int64(r.stored.crc)}
+}
+
 // duplicate answers a delivery whose id is already recorded with the job
-// it led to. If the recorded body was lost or damaged (a segment edited
-// or lost, a disk error, see bodies.go), this delivery's body — GitHub's
-// redelivery of the same payload — takes its place.
-func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyRef) (validation.RecordResult, error) {
-	var jobID, off, n, crc sql.NullInt64
-	var state, seg sql.NullString
-	if err := st.dupJob.QueryRowContext(ctx, id).Scan(&jobID, &state, &seg, &off, &n, &crc); err != nil {
+// it led to. If the recorded body was pruned or damaged (a disk error, an
+// edited file), this delivery's body — GitHub's redelivery of the same
+// payload — takes its place.
+func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body encodedBody) (validation.RecordResult, error) {
+	var jobID, crc sql.NullInt64
+	var state sql.NullString
+	var old []byte
+	if err := st.dupJob.QueryRowContext(ctx, id).Scan(&jobID, &state, &old, &crc); err != nil {
 		return validation.RecordResult{}, fmt.Errorf("look up recorded delivery: %w", err)
 	}
 	res := validation.RecordResult{Duplicate: true, JobID: jobID.Int64, JobState: state.String}
-	if !seg.Valid { // the body is in its row (from before the body log)
-		return res, nil
+	if old != nil { // nil: pruned, and the redelivery restores it
+		if _, err := decodeBody(old, crcOf(crc)); !errors.Is(err, ErrBodyCorrupt) {
+			return res, nil // intact
+		}
+		d.log.Warn("recorded delivery lost its body; the redelivered body replaces it", "delivery_id", id)
 	}
-	old, err := bodyRefOf(seg, off, n, crc)
-	if err == nil {
-		_, err = d.eng.loggedBody(old)
-	}
-	if !errors.Is(err, ErrBodyCorrupt) && !errors.Is(err, fs.ErrNotExist) {
-		return res, nil // intact, or unreadable for another reason: keep it
-	}
-	d.log.Warn("recorded delivery lost its body; the redelivered body replaces it", "delivery_id", id, "err", err)
-	if _, err := st.healBody.ExecContext(ctx, body.segment, body.offset, body.length, int64(body.crc), id); err != nil {
+	if _, err := st.healBody.ExecContext(ctx, body.b, int64(body.crc), id); err != nil {
 		return res, fmt.Errorf("replace lost body: %w", err)
 	}
 	return res, nil
@@ -500,8 +399,9 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body bodyR
 func (d *DB) recordJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (validation.RecordResult, error) {
 	var res validation.RecordResult
 	var created string
-	var err error
-	res.JobID, created, err = d.eng.insertJob(ctx, st, del, job, now)
+	err := st.insJob.QueryRowContext(ctx,
+		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
+		ms(job.PRUpdatedAt), staleReason, now).Scan(&res.JobID, &created)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return d.attachJob(ctx, st, job, now)
@@ -621,16 +521,13 @@ func execCount(ctx context.Context, stmt *sql.Stmt, args ...any) (int64, error) 
 // The statements of intake, prepared once on the writer connection.
 const (
 	// The primary key is the dedupe: a recorded id inserts nothing.
-	sqlInsDelivery = `INSERT INTO deliveries (id, event, action, installation_id, repo, pr, head_sha, base_ref,
-		received_at, status, reason, body, body_segment, body_offset, body_length, body_crc32c)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
+	sqlInsDelivery = sqlDeliveryRows + `(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`
 	// The job a recorded delivery led to, through the job key it carries.
-	sqlDupJob = `SELECT j.id, j.state, d.body_segment, d.body_offset, d.body_length, d.body_crc32c FROM deliveries d
+	sqlDupJob = `SELECT j.id, j.state, CASE WHEN d.body_pruned_at IS NULL THEN d.body END, d.body_crc32c FROM deliveries d
 		LEFT JOIN jobs j ON d.status = 'queued' AND j.repo = d.repo AND j.pr = d.pr
 			AND j.head_sha = d.head_sha AND j.base_ref = d.base_ref
 		WHERE d.id = ?`
-	sqlHealBody = `UPDATE deliveries SET body_segment = ?, body_offset = ?, body_length = ?, body_crc32c = ?,
-		body_pruned_at = NULL WHERE id = ?`
+	sqlHealBody = `UPDATE deliveries SET body = ?, body_crc32c = ?, body_pruned_at = NULL WHERE id = ?`
 	// staleReason is why a job is superseded as it is made.
 	staleReason = "a newer head of this pull request was already received"
 	// ?1: requeue, ?7: as a re-run, with reason ?8 (see recordJob).
@@ -655,7 +552,7 @@ const (
 			AND pr_updated_at <= ?7`
 	// jobs_pr holds only unfinished jobs: a cancellation reads the queue,
 	// never the history. %s is the engine's JSON array of repositories
-	// (engine.jsonEach).
+	// (Driver.JSONEach).
 	sqlCancel = `UPDATE jobs INDEXED BY jobs_pr SET state = 'cancelled', reason = ?1, updated_at = ?2
 		WHERE installation_id = ?3 AND state IN ('queued', 'running')
 		AND (?4 = '[]' OR repo IN (SELECT value FROM %s)) AND (pr = ?6 OR ?6 = 0)`
@@ -695,88 +592,50 @@ var (
 
 type intakeStmts struct {
 	insDelivery, dupJob, healBody, lookupJob, insJob, touchJob, supersede, cancel *sql.Stmt
-	rerunJob, rerunState, rerunHead, lastOutcome                                  *sql.Stmt
-	recordNew                                                                     *sql.Stmt // PostgreSQL only (postgres_intake.go)
-	newestUpdate, insJobAs, maxJobID                                              *sql.Stmt // SQLite only (insertJob, recordChain)
-}
-
-// insertJobPG inserts a new reviewed state's job with sqlInsJob: its id
-// and state, or sql.ErrNoRows when the state has its job.
-func insertJobPG(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (id int64, state string, err error) {
-	err = st.insJob.QueryRowContext(ctx,
-		job.Repo, job.PR, job.HeadSHA, job.HeadRepo, job.BaseRef, nullInt(job.InstallationID), del.ID, job.Trigger,
-		ms(job.PRUpdatedAt), staleReason, now).Scan(&id, &state)
-	return id, state, err
+	rerunJob, rerunState, rerunHead, lastOutcome, newestUpdate, jobIDs            *sql.Stmt
 }
 
 type boundStmts = intakeStmts
 
-func (s *intakeStmts) prepare(ctx context.Context, w *sql.DB, e engine) error {
-	for _, p := range []struct {
-		dst **sql.Stmt
-		q   string
-	}{
-		{&s.insDelivery, sqlInsDelivery},
-		{&s.dupJob, sqlDupJob},
-		{&s.healBody, sqlHealBody},
-		{&s.lookupJob, sqlLookupJob},
-		{&s.insJob, sqlInsJob},
-		{&s.touchJob, sqlTouchJob},
-		{&s.supersede, sqlSupersede},
-		{&s.cancel, fmt.Sprintf(sqlCancel, e.jsonEach("?5"))},
-		{&s.rerunJob, sqlRerunJob},
-		{&s.rerunState, sqlRerunState},
-		{&s.rerunHead, sqlRerunHead},
-		{&s.lastOutcome, sqlLastOutcome},
-		{&s.recordNew, e.recordNewSQL()},
-		{&s.newestUpdate, e.jobInsertSQL()[0]},
-		{&s.insJobAs, e.jobInsertSQL()[1]},
-		{&s.maxJobID, e.jobInsertSQL()[2]},
-	} {
-		if p.q == "" {
-			continue
-		}
-		st, err := w.PrepareContext(ctx, p.q)
+// stmts are the statements' places, in intakeSQL's order.
+func (s *intakeStmts) stmts() []**sql.Stmt {
+	return []**sql.Stmt{&s.insDelivery, &s.dupJob, &s.healBody, &s.lookupJob, &s.insJob, &s.touchJob, &s.supersede,
+		&s.cancel, &s.rerunJob, &s.rerunState, &s.rerunHead, &s.lastOutcome, &s.newestUpdate, &s.jobIDs}
+}
+
+// intakeSQL is the SQL of the statements, in stmts's order.
+func intakeSQL(drv Driver) []string {
+	return []string{sqlInsDelivery, sqlDupJob, sqlHealBody, sqlLookupJob, sqlInsJob, sqlTouchJob, sqlSupersede,
+		fmt.Sprintf(sqlCancel, drv.JSONEach("?5")), sqlRerunJob, sqlRerunState, sqlRerunHead, sqlLastOutcome,
+		sqlNewestUpdate, drv.JobIDs()}
+}
+
+func (s *intakeStmts) prepare(ctx context.Context, d *DB) error {
+	for i, q := range intakeSQL(d.drv) {
+		st, err := d.w.PrepareContext(ctx, q)
 		if err != nil {
 			return errors.Join(fmt.Errorf("prepare intake statement: %w", err), s.close())
 		}
-		*p.dst = st
+		*s.stmts()[i] = st
 	}
 	return nil
 }
 
 // in binds the statements to a transaction.
 func (s *intakeStmts) in(ctx context.Context, tx *sql.Tx) boundStmts {
-	b := boundStmts{
-		insDelivery: tx.StmtContext(ctx, s.insDelivery),
-		dupJob:      tx.StmtContext(ctx, s.dupJob),
-		healBody:    tx.StmtContext(ctx, s.healBody),
-		lookupJob:   tx.StmtContext(ctx, s.lookupJob),
-		insJob:      tx.StmtContext(ctx, s.insJob),
-		touchJob:    tx.StmtContext(ctx, s.touchJob),
-		supersede:   tx.StmtContext(ctx, s.supersede),
-		cancel:      tx.StmtContext(ctx, s.cancel),
-		rerunJob:    tx.StmtContext(ctx, s.rerunJob),
-		rerunState:  tx.StmtContext(ctx, s.rerunState),
-		rerunHead:   tx.StmtContext(ctx, s.rerunHead),
-		lastOutcome: tx.StmtContext(ctx, s.lastOutcome),
-	}
-	for _, p := range [][2]**sql.Stmt{{&b.recordNew, &s.recordNew}, {&b.newestUpdate, &s.newestUpdate}, {&b.insJobAs, &s.insJobAs}, {&b.maxJobID, &s.maxJobID}} {
-		if *p[1] != nil {
-			*p[0] = tx.StmtContext(ctx, *p[1])
-		}
+	var b boundStmts
+	to := b.stmts()
+	for i, p := range s.stmts() {
+		*to[i] = tx.StmtContext(ctx, *p)
 	}
 	return b
 }
 
 func (s *intakeStmts) close() error {
 	var errs []error
-	for _, st := range []*sql.Stmt{s.insDelivery, s.dupJob, s.healBody, s.lookupJob, s.insJob, s.touchJob, s.supersede, s.cancel,
-		s.rerunJob, s.rerunState, s.rerunHead, s.lastOutcome, s.recordNew, s.newestUpdate, s.insJobAs, s.maxJobID} {
-		if st != nil {
-			if err := st.Close(); err != nil {
-				errs = append(errs, err)
-			}
+	for _, p := range s.stmts() {
+		if *p != nil {
+			errs = append(errs, (*p).Close())
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

@@ -12,7 +12,7 @@ import (
 // requests spread over the writers, a delivery without a job goes by its
 // id, and a store with one writer has one queue.
 func TestQueueOf(t *testing.T) {
-	d := &DB{reqs: make([]chan *intakeReq, DefaultIntakeWriters)}
+	d := &DB{reqs: make([]chan *intakeReq, 4)}
 	for i := range d.reqs {
 		d.reqs[i] = make(chan *intakeReq)
 	}

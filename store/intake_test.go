@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 )
 
 func TestRecordDeliveryWithoutInstallation(t *testing.T) {
@@ -85,7 +86,7 @@ func testBadItemFailsAlone(t *testing.T, maxBatch int) {
 func TestCloseStopsWriter(t *testing.T) {
 	before := runtime.NumGoroutine()
 	c := newClock()
-	db, err := store.Open(context.Background(), t.TempDir()+"/g.db", testLogger(t), store.Options{Now: c.Now})
+	db, err := sqlite.Open(context.Background(), t.TempDir()+"/g.db", testLogger(t), store.Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -113,7 +113,7 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 	}
 	var job Job
 	var found bool
-	err := d.writeTxWith(ctx, d.eng.claimTx(), func(tx *sql.Tx) error {
+	err := d.writeTxWith(ctx, d.drv.ClaimTx(), func(tx *sql.Tx) error {
 		job, found = Job{}, false
 		if _, err := tx.ExecContext(ctx, sqlDeadLeases, now, d.opts.MaxAttempts); err != nil {
 			return fmt.Errorf("end dead leases: %w", err)
@@ -123,7 +123,7 @@ func (d *DB) Claim(ctx context.Context, owner string, ttl time.Duration) (Job, b
 		}
 		var inst sql.NullInt64
 		var created int64
-		err := tx.QueryRowContext(ctx, d.eng.claimSQL(), owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
+		err := tx.QueryRowContext(ctx, d.claimSQL, owner, now+ttl.Milliseconds(), now).Scan(&job.ID, &job.Repo, &job.PR, &job.HeadSHA, &job.HeadRepo, &job.BaseRef, &inst, &job.DeliveryID,
 			&job.Trigger, &job.Attempts, &job.Rerun, &job.LastError, &created, &job.Lease.Gen)
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil
@@ -354,22 +354,17 @@ func (d *DB) CancelInstallation(ctx context.Context, c validation.Cancellation) 
 // serialization conflict runs again (fn must be safe to run again: it
 // resets what it reports), up to MaxSerializationRetries times.
 func (d *DB) writeTx(ctx context.Context, fn func(*sql.Tx) error) error {
-	return d.writeTxWith(ctx, d.eng.writeTx(), fn)
+	return d.writeTxWith(ctx, d.drv.WriteTx(), fn)
 }
 
 func (d *DB) writeTxWith(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) error {
 	for try := 1; ; try++ {
 		err := d.writeTxOnce(ctx, opts, fn)
-		if err == nil || !d.eng.retryable(err) || try >= MaxSerializationRetries {
+		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
 			return err
 		}
 	}
 }
-
-var (
-	claimSQLite   = fmt.Sprintf(sqlClaim, "")
-	claimPostgres = fmt.Sprintf(sqlClaim, " FOR UPDATE SKIP LOCKED")
-)
 
 func (d *DB) writeTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(*sql.Tx) error) (err error) {
 	tx, err := d.w.BeginTx(ctx, opts)
@@ -387,7 +382,7 @@ func (d *DB) writeTxOnce(ctx context.Context, opts *sql.TxOptions, fn func(*sql.
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
-	if err := d.eng.durable(); err != nil {
+	if err := d.drv.Durable(); err != nil {
 		return fmt.Errorf("commit: %w", err)
 	}
 	return nil

@@ -57,19 +57,19 @@ func loadMigrations(fsys fs.FS) ([]migration, error) {
 	return out, nil
 }
 
-// migrator is what migrations run on: the SQLite writer, or the one
+// Migrator is what migrations run on: the SQLite writer, or the one
 // PostgreSQL connection holding the migration lock.
-type migrator interface {
+type Migrator interface {
 	BeginTx(ctx context.Context, opts *sql.TxOptions) (*sql.Tx, error)
 	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-// migrateFS applies every migration of fsys not yet recorded in
+// Migrate applies every migration of fsys not yet recorded in
 // schema_migrations (table creates it, in the engine's types), each in its own (on SQLite, IMMEDIATE) transaction
 // together with its record, so a crash leaves the schema at a whole
 // version.
-func migrateFS(ctx context.Context, w migrator, table string, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
+func Migrate(ctx context.Context, w Migrator, table string, fsys fs.FS, now func() time.Time, log *slog.Logger) error {
 	ms, err := loadMigrations(fsys)
 	if err != nil {
 		return err
@@ -96,7 +96,7 @@ func migrateFS(ctx context.Context, w migrator, table string, fsys fs.FS, now fu
 	return nil
 }
 
-func applyMigration(ctx context.Context, w migrator, m migration, now func() time.Time) (applied bool, err error) {
+func applyMigration(ctx context.Context, w Migrator, m migration, now func() time.Time) (applied bool, err error) {
 	tx, err := w.BeginTx(ctx, nil)
 	if err != nil {
 		return false, fmt.Errorf("migration %04d_%s: begin: %w", m.version, m.name, err)

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"regexp"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/gilf-review/gilf/internal/logtail"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -135,15 +137,25 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 		}
 	}
 
-	lite := openAt(t, newLocationOn(t, false), store.Options{Now: c.Now})
-	prepare(lite)
+	one := openAt(t, newLocationOn(t, false), store.Options{Now: c.Now})
+	prepare(one)
 	var want []validation.RecordResult
 	for _, it := range batch {
 		d, j := mk(it)
-		want = append(want, record(t, lite, d, j))
+		want = append(want, record(t, one, d, j))
 	}
 
-	pdb := openAt(t, newLocationOn(t, postgres), store.Options{Now: c.Now})
+	// The batch commits as one: no delivery of it fails the group commit
+	// (which would record them one by one and hide the failure).
+	eng, logged := lite, logtail.New(1<<20)
+	if postgres {
+		eng = pgEngine
+	}
+	pdb, err := eng.Open(ctx, newLocationOn(t, postgres), slog.New(slog.NewTextHandler(logged, nil)), store.Options{Now: c.Now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pdb.Close() })
 	prepare(pdb)
 	var dels []validation.Delivery
 	var jobs []*validation.JobSpec
@@ -161,7 +173,7 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 		}
 	}
 	// Compared by the head each job names, not by job ids.
-	wantJobs, gotJobs := allJobs(t, lite), allJobs(t, pdb)
+	wantJobs, gotJobs := allJobs(t, one), allJobs(t, pdb)
 	wantHeads, gotHeads := heads(wantJobs), heads(gotJobs)
 	if diff := cmp.Diff(byHead(want, wantHeads), byHead(got, gotHeads)); diff != "" {
 		t.Errorf("answers: one by one on SQLite (-) and in one batch (+):\n%s", diff)
@@ -171,6 +183,9 @@ func compareBatch(t *testing.T, before, batch []batchItem, deliveries int, postg
 	}
 	if n, err := pdb.CountDeliveries(ctx); err != nil || n != deliveries {
 		t.Errorf("deliveries = %d, %v; want %d", n, err, deliveries)
+	}
+	if l := string(logged.Bytes()); strings.Contains(l, "group commit failed") {
+		t.Errorf("the batch did not commit as one:\n%s", l)
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 
 	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -184,7 +185,7 @@ func TestPostgresReplicasMigrateTogether(t *testing.T) {
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			dbs[i], errs[i] = store.OpenPostgres(context.Background(), dsn, testLogger(t), store.Options{})
+			dbs[i], errs[i] = postgres.Open(context.Background(), dsn, testLogger(t), store.Options{})
 		})
 	}
 	wg.Wait()
@@ -222,7 +223,7 @@ func TestOpenPostgresRefusals(t *testing.T) {
 		{"no server", "postgres://gilf@/db?host=/nonexistent-gilf-socket-dir&sslmode=disable&connect_timeout=5", "open store"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db, err := store.OpenPostgres(ctx, tc.url, testLogger(t), store.Options{})
+			db, err := postgres.Open(ctx, tc.url, testLogger(t), store.Options{})
 			if err == nil {
 				db.Close()
 				t.Fatal("opened")
@@ -262,8 +263,8 @@ func TestPostgresOperations(t *testing.T) {
 	if err != nil {
 		t.Fatalf("prune: %v", err)
 	}
-	if res.Bodies != 1 || res.Segments != 0 {
-		t.Fatalf("prune = %+v, want one body, no segments", res)
+	if res.Bodies != 1 || res.Runs != 0 {
+		t.Fatalf("prune = %+v, want one body, no runs", res)
 	}
 	got, err := db.Delivery(ctx, "old")
 	if err != nil || got.Body != nil || got.BodyPrunedAt.IsZero() {

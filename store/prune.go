@@ -17,13 +17,10 @@ const pruneRunBatch = 100
 
 // PruneResult is what one Prune dropped.
 type PruneResult struct {
-	Before       time.Time // what was older than this was pruned
-	Segments     int       // body log segment files deleted
-	SegmentBytes int64     // their size
-	Bodies       int       // deliveries whose body is now pruned
-	LiveSegments int       // segments a live store handle appends to: kept
-	Runs         int       // finished runs whose step output was stripped
-	BaseResults  int       // stored base step results deleted (base_results.go)
+	Before      time.Time // what was older than this was pruned
+	Bodies      int       // deliveries whose body is now pruned
+	Runs        int       // finished runs whose step output was stripped
+	BaseResults int       // stored base step results deleted (base_results.go)
 }
 
 // Prune drops the bulk the store keeps of what is older than before,
@@ -32,15 +29,8 @@ type PruneResult struct {
 // it deletes is a cache's: base results stored before before (a later
 // head on that base validates it again).
 //
-// Delivery bodies go a whole body log segment at a time: a segment is
-// deleted when every delivery it holds was received before before (one
-// received exactly at before keeps its segment), no live store handle
-// appends to it (segment_lock_unix.go) — so the segment `gilf serve`
-// writes now is kept until it restarts — and its deliveries are marked
-// pruned first, in one transaction, so a later read answers "pruned"
-// (StoredDelivery.BodyPrunedAt) instead of failing as a lost body. Bodies
-// kept in their row (from before the body log) older than before are
-// emptied the same way.
+// Delivery bodies received before before are emptied, their rows marked
+// pruned, so a later read answers "pruned" (StoredDelivery.BodyPrunedAt).
 //
 // Finished jobs' runs that finished before before lose the step output
 // heads and tails in their record and shadow telemetry (the bulk of a
@@ -53,7 +43,7 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 	if before.IsZero() {
 		return res, errors.New("prune: no cutoff")
 	}
-	if err := d.eng.pruneBodies(ctx, before.UnixMilli(), &res); err != nil {
+	if err := d.pruneBodies(ctx, before.UnixMilli(), &res); err != nil {
 		return res, fmt.Errorf("prune delivery bodies: %w", err)
 	}
 	if err := d.pruneRuns(ctx, before.UnixMilli(), &res); err != nil {
@@ -65,23 +55,13 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 	return res, nil
 }
 
-// pruneRowBodies marks the deliveries received before cutoff whose body
-// is in one of the segments drop (about to be deleted) or in their row
-// pruned, emptying the row's body.
-func (d *DB) pruneRowBodies(ctx context.Context, cutoff int64, drop []string, res *PruneResult) error {
-	if drop == nil {
-		drop = []string{}
-	}
-	list, err := json.Marshal(drop)
-	if err != nil {
-		return err
-	}
+// pruneBodies empties the bodies of the deliveries received before
+// cutoff and marks them pruned.
+func (d *DB) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
 	now := d.nowMs()
 	return d.writeTx(ctx, func(tx *sql.Tx) error {
-		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = ?4
-			WHERE body_pruned_at IS NULL AND received_at < ?2
-			AND (body_segment IN (SELECT value FROM `+d.eng.jsonEach("?3")+`) OR (body_segment IS NULL AND length(body) > 0))`,
-			now, cutoff, string(list), []byte{})
+		r, err := tx.ExecContext(ctx, `UPDATE deliveries SET body_pruned_at = ?1, body = ?3, body_crc32c = NULL
+			WHERE body_pruned_at IS NULL AND received_at < ?2`, now, cutoff, []byte{})
 		if err != nil {
 			return err
 		}

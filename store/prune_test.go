@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,24 +9,14 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
-// segments lists the body log's segment files of the database at path.
-func segments(t *testing.T, path string) []string {
-	t.Helper()
-	m, err := filepath.Glob(filepath.Join(path+".bodies", "*.seg"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
-}
-
-// recordAlone opens a handle, records one delivery in its own segment and
-// closes it.
+// recordAlone opens a handle, records one delivery and closes it.
 func recordAlone(t *testing.T, path string, c *clock, id string, at time.Time) {
 	t.Helper()
-	db, err := store.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now})
+	db, err := sqlite.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -37,6 +26,10 @@ func recordAlone(t *testing.T, path string, c *clock, id string, at time.Time) {
 	}
 }
 
+// TestPruneDeliveryBodiesAtTheCutoff: bodies received before the cutoff
+// are pruned, while another handle (serve) keeps the store open; one
+// received exactly at it is kept; every row stays; GitHub redelivering a
+// pruned delivery restores its body.
 func TestPruneDeliveryBodiesAtTheCutoff(t *testing.T) {
 	c := newClock()
 	ctx := context.Background()
@@ -44,37 +37,18 @@ func TestPruneDeliveryBodiesAtTheCutoff(t *testing.T) {
 	cutoff := c.Now().Add(-30 * 24 * time.Hour)
 	recordAlone(t, path, c, "old", cutoff.Add(-time.Millisecond))
 	recordAlone(t, path, c, "at-cutoff", cutoff)
-	recordAlone(t, path, c, "old-with-new", cutoff.Add(-time.Hour))
-	// The last segment also holds a delivery after the cutoff.
-	mixed, err := store.Open(ctx, path, testLogger(t), store.Options{Now: c.Now})
-	if err != nil {
-		t.Fatal(err)
-	}
-	record(t, mixed, delivery("old-2", []byte(`{}`), cutoff.Add(-time.Hour)), nil)
-	record(t, mixed, delivery("new", []byte(`{}`), c.Now()), nil)
-	if err := mixed.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A live handle (serve) whose segment holds only old deliveries.
 	serve := openAt(t, path, store.Options{Now: c.Now})
 	record(t, serve, delivery("old-live", []byte(`{"live":true}`), cutoff.Add(-time.Hour)), nil)
+	record(t, serve, delivery("new", []byte(`{}`), c.Now()), nil)
 	ops := openAt(t, path, store.Options{Now: c.Now})
-	before := len(segments(t, path))
 	res, err := ops.Prune(ctx, cutoff)
 	if err != nil {
 		t.Fatalf("prune: %v", err)
 	}
-	// Dropped: the segments of "old" and of "old-with-new". Kept: the
-	// one of "at-cutoff", the one that also holds "new", and the live
-	// ones of serve and of ops itself.
-	if res.Segments != 2 || res.Bodies != 2 || res.LiveSegments != 2 || res.SegmentBytes <= 0 {
-		t.Errorf("prune = %+v; want 2 segments and 2 bodies dropped, 2 live segments kept", res)
+	if res.Bodies != 2 || !res.Before.Equal(cutoff.UTC()) {
+		t.Errorf("prune = %+v; want 2 bodies dropped before %v", res, cutoff)
 	}
-	if got := len(segments(t, path)); got != before-2 {
-		t.Errorf("%d segments left of %d; want 2 fewer", got, before)
-	}
-	for id, pruned := range map[string]bool{"old": true, "old-with-new": true, "at-cutoff": false,
-		"old-2": false, "new": false, "old-live": false} {
+	for id, pruned := range map[string]bool{"old": true, "old-live": true, "at-cutoff": false, "new": false} {
 		d, err := ops.Delivery(ctx, id)
 		if err != nil {
 			t.Errorf("delivery %s: %v", id, err)
@@ -87,12 +61,15 @@ func TestPruneDeliveryBodiesAtTheCutoff(t *testing.T) {
 			t.Errorf("delivery %s pruned at %v; want %v", id, d.BodyPrunedAt, c.Now())
 		}
 	}
-	if n, err := ops.CountDeliveries(ctx); err != nil || n != 6 {
-		t.Errorf("deliveries = %d, %v; want all 6 rows kept", n, err)
+	if n, err := ops.CountDeliveries(ctx); err != nil || n != 4 {
+		t.Errorf("deliveries = %d, %v; want all 4 rows kept", n, err)
 	}
-
-	// Again: nothing more to do while serve runs.
-	if res, err := ops.Prune(ctx, cutoff); err != nil || res.Segments != 0 || res.Bodies != 0 {
+	var stored int
+	if err := rawDB(t, path).QueryRow(`SELECT COALESCE(SUM(length(body)), 0) FROM deliveries WHERE body_pruned_at IS NOT NULL`).Scan(&stored); err != nil || stored != 0 {
+		t.Errorf("pruned rows still hold %d body bytes, %v", stored, err)
+	}
+	// Again: nothing more to do.
+	if res, err := ops.Prune(ctx, cutoff); err != nil || res.Bodies != 0 {
 		t.Errorf("second prune = %+v, %v; want nothing", res, err)
 	}
 	// GitHub redelivering a pruned delivery restores its body.
@@ -101,33 +78,6 @@ func TestPruneDeliveryBodiesAtTheCutoff(t *testing.T) {
 	}
 	if d, err := ops.Delivery(ctx, "old"); err != nil || string(d.Body) != `{"again":1}` || !d.BodyPrunedAt.IsZero() {
 		t.Errorf("redelivered delivery = %+v, %v", d, err)
-	}
-}
-
-// A body kept in its row (from before the body log) is emptied too.
-func TestPruneBodyInRow(t *testing.T) {
-	c := newClock()
-	db, path := openTest(t, c)
-	cutoff := c.Now().Add(-time.Hour)
-	raw := rawDB(t, path)
-	for _, r := range []struct {
-		id string
-		at time.Time
-	}{{"row-old", cutoff.Add(-time.Millisecond)}, {"row-at", cutoff}} {
-		if _, err := raw.Exec(`INSERT INTO deliveries (id, event, received_at, status, body) VALUES (?, 'ping', ?, 'ignored', ?)`,
-			r.id, r.at.UnixMilli(), []byte(`{"zen":"x"}`)); err != nil {
-			t.Fatal(err)
-		}
-	}
-	res, err := db.Prune(context.Background(), cutoff)
-	if err != nil || res.Bodies != 1 {
-		t.Fatalf("prune = %+v, %v; want 1 body", res, err)
-	}
-	if d, err := db.Delivery(context.Background(), "row-old"); err != nil || d.Body != nil || d.BodyPrunedAt.IsZero() {
-		t.Errorf("row-old = %+v, %v; want pruned", d, err)
-	}
-	if d, err := db.Delivery(context.Background(), "row-at"); err != nil || string(d.Body) != `{"zen":"x"}` {
-		t.Errorf("row-at = %+v, %v; want kept", d, err)
 	}
 }
 
@@ -192,43 +142,5 @@ func TestPruneRunOutput(t *testing.T) {
 	}
 	if _, err := os.Stat(path); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// A live handle rotates its segment out once it is full, so retention
-// drops its old bodies while it keeps running.
-func TestPruneRotatedSegmentsOfALiveHandle(t *testing.T) {
-	c := newClock()
-	ctx := context.Background()
-	path := filepath.Join(t.TempDir(), "gilf.db")
-	// Each segment holds one body: the next one rotates it out.
-	serve := openAt(t, path, store.Options{Now: c.Now, BodySegmentMaxBytes: 1})
-	cutoff := c.Now().Add(-24 * time.Hour)
-	for i, at := range []time.Time{cutoff.Add(-2 * time.Hour), cutoff.Add(-time.Hour), c.Now()} {
-		record(t, serve, delivery(fmt.Sprintf("d%d", i), []byte(fmt.Sprintf(`{"n":%d}`, i)), at), nil)
-	}
-	if n := len(segments(t, path)); n != 3 {
-		t.Fatalf("%d segments; want 3, one per body", n)
-	}
-	for i := range 3 {
-		if d, err := serve.Delivery(ctx, fmt.Sprintf("d%d", i)); err != nil || string(d.Body) != fmt.Sprintf(`{"n":%d}`, i) {
-			t.Fatalf("d%d = %+v, %v", i, d, err)
-		}
-	}
-	// A rotated-out segment is closed once the batch after the one that
-	// rotated it is written: d3's answer means d1's segment is closed.
-	record(t, serve, delivery("d3", []byte(`{"n":3}`), c.Now()), nil)
-	res, err := serve.Prune(ctx, cutoff)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if res.Segments != 2 || res.Bodies != 2 || res.LiveSegments < 1 {
-		t.Errorf("prune = %+v; want the two old rotated segments dropped, the current one kept", res)
-	}
-	for i, pruned := range []bool{true, true, false, false} {
-		d, err := serve.Delivery(ctx, fmt.Sprintf("d%d", i))
-		if err != nil || pruned != !d.BodyPrunedAt.IsZero() {
-			t.Errorf("d%d = %+v, %v; want pruned %v", i, d, err, pruned)
-		}
 	}
 }

@@ -74,7 +74,7 @@ func (d *DB) refusal() error {
 		return ErrClosed
 	default:
 	}
-	return d.eng.failed()
+	return d.drv.Failed()
 }
 
 func (d *DB) probeWrite(ctx context.Context) error {
@@ -84,7 +84,7 @@ func (d *DB) probeWrite(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("store write probe: %w", err)
 	}
-	if err := d.eng.checkWritable(ctx, tx); err != nil {
+	if err := d.drv.CheckWritable(ctx, tx); err != nil {
 		return errors.Join(fmt.Errorf("store write probe: %w", err), rollback(tx))
 	}
 	if err := tx.Rollback(); err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 )
 
 // TestReadyProbeCached: Ready takes the write lock to answer, reuses its
@@ -16,7 +17,7 @@ import (
 func TestReadyProbeCached(t *testing.T) {
 	c := newClock()
 	path := filepath.Join(t.TempDir(), "gilf.db")
-	db, err := store.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now, BusyTimeout: 100 * time.Millisecond})
+	db, err := sqlite.Open(context.Background(), path, testLogger(t), store.Options{Now: c.Now, BusyTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

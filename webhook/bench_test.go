@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/webhook"
 )
 
@@ -20,7 +21,7 @@ import (
 // iteration is a new delivery for a new head.
 func BenchmarkIntake(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "gilf.db")
-	db, err := store.Open(context.Background(), path, testLogger(), store.Options{})
+	db, err := sqlite.Open(context.Background(), path, testLogger(), store.Options{})
 	if err != nil {
 		b.Fatal(err)
 	}

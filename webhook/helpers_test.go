@@ -17,6 +17,7 @@ import (
 
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/webhook"
 )
 
@@ -52,7 +53,7 @@ func newSecret(t testing.TB) []byte {
 func newEnv(t testing.TB, cfg webhook.Config, opts store.Options) *env {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "gilf.db")
-	db, err := store.Open(context.Background(), path, testLogger(), opts)
+	db, err := sqlite.Open(context.Background(), path, testLogger(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -58,6 +58,8 @@ import (
 
 	"github.com/gilf-review/gilf/internal/pgtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/webhook"
 )
 
@@ -501,7 +503,7 @@ func durability(s store.Synchronous) string {
 	if s == store.SynchronousNormal {
 		return "durability: synchronous=NORMAL: every 2xx survives a process crash; a power loss may roll back the last group commits"
 	}
-	return "durability: synchronous=FULL: every 2xx waits for its group commit's fsyncs (the body log's and the WAL's), so it survives a process crash and a power loss"
+	return "durability: synchronous=FULL: every 2xx waits for its group commit's WAL fsync, so it survives a process crash and a power loss"
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d.Microseconds())/1000) }
@@ -608,7 +610,7 @@ func serveChild(args []string) error {
 	}
 	ctx := context.Background()
 	logger := slog.New(slog.NewTextHandler(io.Discard, nil))
-	db, err := store.Open(ctx, *dbPath, logger, store.Options{Synchronous: store.Synchronous(*syncLevel)})
+	db, err := sqlite.Open(ctx, *dbPath, logger, store.Options{Synchronous: store.Synchronous(*syncLevel)})
 	if err != nil {
 		return err
 	}
@@ -618,7 +620,7 @@ func serveChild(args []string) error {
 		db   *store.DB
 	}{{"sqlite", db}}
 	if *dsn != "" {
-		pdb, err := store.OpenPostgres(ctx, *dsn, logger, store.Options{})
+		pdb, err := postgres.Open(ctx, *dsn, logger, store.Options{})
 		if err != nil {
 			return err
 		}

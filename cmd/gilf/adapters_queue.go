@@ -5,12 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net/http"
 	"strings"
 	"sync"
 	"time"
-
-	gh "github.com/google/go-github/v84/github"
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/executors"
@@ -244,7 +241,7 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 		return err
 	}
 	defer q.release(c)
-	r, err := q.db.Retry(ctx, l, store.Failure{Err: retryCause(cause), Transient: transient(cause)})
+	r, err := q.db.Retry(ctx, l, store.Failure{Err: github.RetryCause(cause), Transient: github.Transient(cause)})
 	if err != nil {
 		result := "store_error"
 		if errors.Is(err, store.ErrLeaseLost) {
@@ -259,7 +256,7 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 		return nil
 	}
 	// Dead or failed: the job will not run again unless asked (Re-run).
-	q.log.Error("job ended without a result", "job_id", c.Job.ID, "state", r.State, "attempt", c.Job.Attempt, "last_error", retryCause(cause))
+	q.log.Error("job ended without a result", "job_id", c.Job.ID, "state", r.State, "attempt", c.Job.Attempt, "last_error", github.RetryCause(cause))
 	if q.finish != nil && c.Job.InstallationID != 0 {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), review.ProgressTimeout)
 		defer cancel()
@@ -339,46 +336,6 @@ func stampRun(rec *validation.Record, claimed, now time.Time) {
 	if rec.Finished.Before(rec.Started) {
 		rec.Finished = rec.Started
 	}
-}
-
-// transient reports whether a job that failed with err may succeed on a
-// later attempt. Only failures that no retry can change are permanent:
-// an invalid request, a forbidden redirect, an oversized file or
-// tarball, or a pull request or repository that no longer exists.
-func transient(err error) bool {
-	for _, permanent := range []error{github.ErrInvalidInput, github.ErrRedirectRefused, github.ErrTooLarge,
-		github.ErrNotAFile, github.ErrNoInstallation} {
-		if errors.Is(err, permanent) {
-			return false
-		}
-	}
-	var er *gh.ErrorResponse
-	if errors.As(err, &er) && er.Response != nil {
-		switch er.Response.StatusCode {
-		case http.StatusNotFound, http.StatusGone, http.StatusUnprocessableEntity:
-			return false
-		}
-	}
-	return true
-}
-
-// retryAfter carries a rate limit's least wait to the store, which reads
-// it through a RetryAfter method.
-type retryAfter struct {
-	err  error
-	wait time.Duration
-}
-
-func (e retryAfter) Error() string             { return e.err.Error() }
-func (e retryAfter) Unwrap() error             { return e.err }
-func (e retryAfter) RetryAfter() time.Duration { return e.wait }
-
-func retryCause(err error) error {
-	var te *github.TransientError
-	if errors.As(err, &te) && te.RetryAfter > 0 {
-		return retryAfter{err: err, wait: te.RetryAfter}
-	}
-	return err
 }
 
 // runRecord is what the store keeps of a pipeline result: the record,

@@ -22,6 +22,7 @@ import (
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -37,7 +38,7 @@ func newTestStore(t testing.TB, c *clock) *store.DB {
 	if c != nil {
 		opts.Now = c.Now
 	}
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), slog.New(slog.DiscardHandler), opts)
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), slog.New(slog.DiscardHandler), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,32 +284,6 @@ func TestServeRunRecord(t *testing.T) {
 	})
 	if timedOut.Shadow.Outcome != "" || timedOut.Shadow.Err != "shadow self-host ended timeout" || timedOut.Shadow.USD != nil || len(timedOut.Spans) != 0 {
 		t.Errorf("timed-out shadow of a gap: %+v, spans %v", timedOut.Shadow, timedOut.Spans)
-	}
-}
-
-func TestServeTransient(t *testing.T) {
-	tests := []struct {
-		name string
-		err  error
-		want bool
-	}{
-		{"plain error", errors.New("boom"), true},
-		{"github 502", &gh.ErrorResponse{Response: &http.Response{StatusCode: 502}}, true},
-		{"github 403", &gh.ErrorResponse{Response: &http.Response{StatusCode: 403}}, true},
-		{"github 404", &gh.ErrorResponse{Response: &http.Response{StatusCode: 404}}, false},
-		{"github 410", &gh.ErrorResponse{Response: &http.Response{StatusCode: 410}}, false},
-		{"github 422", fmt.Errorf("post review: %w", &gh.ErrorResponse{Response: &http.Response{StatusCode: 422}}), false},
-		{"too large", fmt.Errorf("tarball: %w", github.ErrTooLarge), false},
-		{"not a file", github.ErrNotAFile, false},
-		{"no installation", github.ErrNoInstallation, false},
-		{"transient github error", &github.TransientError{Op: "x", Err: errors.New("EOF")}, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := transient(tt.err); got != tt.want {
-				t.Errorf("transient(%v) = %v, want %v", tt.err, got, tt.want)
-			}
-		})
 	}
 }
 

@@ -37,13 +37,6 @@ func runBackup(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf backup: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(env.Stdout, "backed up %d deliveries to %s and %d body segment files (%d bytes) to %s\n",
-		res.Deliveries, res.Path, res.Segments, res.SegmentBytes, res.Path+".bodies")
-	if res.Pruned > 0 {
-		fmt.Fprintf(env.Stdout, "%d segment files were pruned while the backup ran: their deliveries' bodies are marked pruned in the backup\n", res.Pruned)
-	}
-	if res.Short > 0 {
-		fmt.Fprintf(env.Stderr, "gilf backup: %d segment files are shorter than their deliveries need, in the store as in the backup (bodies whose write failed; GitHub's redelivery heals them)\n", res.Short)
-	}
+	fmt.Fprintf(env.Stdout, "backed up %d deliveries to %s\n", res.Deliveries, res.Path)
 	return exitOK
 }

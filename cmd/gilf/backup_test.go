@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -19,7 +20,7 @@ import (
 func TestBackupCommand(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,7 +39,7 @@ func TestBackupCommand(t *testing.T) {
 	if !strings.Contains(out.String(), "backed up 5 deliveries to "+filepath.Join(dest, DBFileName)) {
 		t.Errorf("gilf backup said:\n%s", out.String())
 	}
-	cp, err := store.Open(ctx, filepath.Join(dest, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	cp, err := sqlite.Open(ctx, filepath.Join(dest, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

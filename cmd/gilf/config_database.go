@@ -10,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
+	"github.com/gilf-review/gilf/store/sqlite"
 )
 
 // DatabaseURLEnv selects the PostgreSQL store.
@@ -25,7 +27,7 @@ type DatabaseConfig struct {
 	// embedded SQLite file under GILF_DATA_DIR.
 	URL Secret
 	// MaxConns is GILF_DATABASE_MAX_CONNS: the write pool per replica on
-	// PostgreSQL (default store.DefaultMaxConns).
+	// PostgreSQL (default postgres.DefaultMaxConns).
 	MaxConns int
 	// FSShared is GILF_EVIDENCE_FS_SHARED=1: the filesystem evidence
 	// directory is one every replica shares (without it, the filesystem
@@ -40,7 +42,7 @@ func (d DatabaseConfig) Postgres() bool { return d.URL.IsSet() }
 func loadDatabase(getenv func(string) string, ev EvidenceConfig, errs []error) (DatabaseConfig, []error) {
 	var d DatabaseConfig
 	if raw := strings.TrimSpace(getenv(DatabaseURLEnv)); raw != "" {
-		if !store.IsPostgresURL(raw) {
+		if !postgres.IsURL(raw) {
 			// The value is not quoted: it may hold a password.
 			errs = append(errs, fmt.Errorf("%s: want a postgres:// or postgresql:// URL (unset for the embedded SQLite store under GILF_DATA_DIR)", DatabaseURLEnv))
 		} else if _, err := url.Parse(raw); err != nil {
@@ -50,7 +52,7 @@ func loadDatabase(getenv func(string) string, ev EvidenceConfig, errs []error) (
 		}
 	}
 	var err error
-	if d.MaxConns, err = intSetting(getenv, "GILF_DATABASE_MAX_CONNS", store.DefaultMaxConns, 1, MaxDatabaseConns); err != nil {
+	if d.MaxConns, err = intSetting(getenv, "GILF_DATABASE_MAX_CONNS", postgres.DefaultMaxConns, 1, MaxDatabaseConns); err != nil {
 		errs = append(errs, err)
 	}
 	if d.FSShared, err = flag01(getenv, "GILF_EVIDENCE_FS_SHARED"); err != nil {
@@ -86,7 +88,7 @@ func storeWhere(cfg Config) string {
 func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts store.Options, existing bool) (*store.DB, error) {
 	if cfg.Database.Postgres() {
 		opts.MaxConns = cfg.Database.MaxConns
-		return store.OpenPostgres(ctx, cfg.Database.URL.Reveal(), log, opts)
+		return postgres.Open(ctx, cfg.Database.URL.Reveal(), log, opts)
 	}
 	path := filepath.Join(cfg.DataDir, DBFileName)
 	if existing {
@@ -94,7 +96,7 @@ func openStore(ctx context.Context, cfg Config, log *slog.Logger, opts store.Opt
 			return nil, fmt.Errorf("no store at %s (GILF_DATA_DIR, or %s for PostgreSQL): %w", path, DatabaseURLEnv, err)
 		}
 	}
-	db, err := store.Open(ctx, path, log, opts)
+	db, err := sqlite.Open(ctx, path, log, opts)
 	if err != nil {
 		return nil, err
 	}

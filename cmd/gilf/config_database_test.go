@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/gilf-review/gilf/evidence"
-	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
 )
 
 func TestLoadDatabase(t *testing.T) {
@@ -20,15 +20,15 @@ func TestLoadDatabase(t *testing.T) {
 		conns    int
 		shared   bool
 	}{
-		{"defaults: SQLite", nil, EvidenceConfig{}, false, store.DefaultMaxConns, false},
-		{"postgres", map[string]string{DatabaseURLEnv: dsn}, EvidenceConfig{}, true, store.DefaultMaxConns, false},
-		{"postgresql scheme", map[string]string{DatabaseURLEnv: "postgresql:///gilf?host=/run/pg"}, EvidenceConfig{}, true, store.DefaultMaxConns, false},
+		{"defaults: SQLite", nil, EvidenceConfig{}, false, postgres.DefaultMaxConns, false},
+		{"postgres", map[string]string{DatabaseURLEnv: dsn}, EvidenceConfig{}, true, postgres.DefaultMaxConns, false},
+		{"postgresql scheme", map[string]string{DatabaseURLEnv: "postgresql:///gilf?host=/run/pg"}, EvidenceConfig{}, true, postgres.DefaultMaxConns, false},
 		{"conns at the bounds", map[string]string{DatabaseURLEnv: dsn, "GILF_DATABASE_MAX_CONNS": "1"}, EvidenceConfig{}, true, 1, false},
 		{"conns at the top", map[string]string{"GILF_DATABASE_MAX_CONNS": "256"}, EvidenceConfig{}, false, MaxDatabaseConns, false},
 		{"S3 evidence with postgres", map[string]string{DatabaseURLEnv: dsn},
-			EvidenceConfig{Options: evidence.Options{Enabled: true}, S3Bucket: "b"}, true, store.DefaultMaxConns, false},
-		{"shared filesystem evidence", map[string]string{DatabaseURLEnv: dsn, "GILF_EVIDENCE_FS_SHARED": "1"}, artifacts, true, store.DefaultMaxConns, true},
-		{"filesystem evidence on SQLite", nil, artifacts, false, store.DefaultMaxConns, false},
+			EvidenceConfig{Options: evidence.Options{Enabled: true}, S3Bucket: "b"}, true, postgres.DefaultMaxConns, false},
+		{"shared filesystem evidence", map[string]string{DatabaseURLEnv: dsn, "GILF_EVIDENCE_FS_SHARED": "1"}, artifacts, true, postgres.DefaultMaxConns, true},
+		{"filesystem evidence on SQLite", nil, artifacts, false, postgres.DefaultMaxConns, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			got, errs := loadDatabase(func(k string) string { return tt.env[k] }, tt.ev, nil)

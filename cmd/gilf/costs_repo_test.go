@@ -14,6 +14,7 @@ import (
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -22,7 +23,7 @@ import (
 func openCostsStore(t *testing.T) (*store.DB, string) {
 	t.Helper()
 	dir := t.TempDir()
-	db, err := store.Open(t.Context(), filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	db, err := sqlite.Open(t.Context(), filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
 )
 
 // TestCommandsOnPostgres: with GILF_DATABASE_URL the commands that open
@@ -48,7 +49,7 @@ func TestCommandsOnPostgres(t *testing.T) {
 		!strings.Contains(out.String(), fmt.Sprintf("schema version %d", newest)) {
 		t.Fatalf("gilf migrate exited %d:\n%s", code, out.String())
 	}
-	db, err := store.OpenPostgres(ctx, dsn, slog.New(slog.DiscardHandler), store.Options{})
+	db, err := postgres.Open(ctx, dsn, slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,8 +16,6 @@ import (
 	"syscall"
 	"time"
 
-	gh "github.com/google/go-github/v84/github"
-
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/e2b"
 	"github.com/gilf-review/gilf/executors/local"
@@ -197,12 +195,11 @@ func doctorGitHub(ctx context.Context, r *doctorReport, sc ServeConfig, a AppCre
 	cctx, cancel := context.WithTimeout(ctx, DoctorCheckTimeout)
 	defer cancel()
 	got, err := c.App(cctx)
-	var er *gh.ErrorResponse
 	switch {
-	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusUnauthorized:
+	case github.Unauthorized(err):
 		r.add(levelFail, name, "GitHub refused the App JWT (401) at %s: the private key is not the key of App %d, or GILF_GITHUB_APP_ID is wrong", sc.GitHub.APIURL, a.AppID)
 		return
-	case errors.As(err, &er) && er.Response != nil && er.Response.StatusCode == http.StatusNotFound:
+	case github.NotFound(err):
 		r.add(levelFail, name, "GET /app answered 404 at %s: is GILF_GITHUB_API_URL the REST API root?", sc.GitHub.APIURL)
 		return
 	case err != nil:

@@ -13,6 +13,7 @@ import (
 	"github.com/gilf-review/gilf/internal/pgtest"
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/postgres"
 )
 
 // pg is the package's PostgreSQL server (TestMain).
@@ -39,7 +40,7 @@ func TestServeReplicasOnPostgres(t *testing.T) {
 		replicas[i] = startServe(t, serveEnv(t, srv, key, t.TempDir(), "GILF_JOB_LEASE_MS=3000",
 			"GILF_DATABASE_URL="+dsn, "GILF_DATABASE_MAX_CONNS=4"))
 	}
-	db, err := store.OpenPostgres(t.Context(), dsn, slog.New(slog.DiscardHandler), store.Options{})
+	db, err := postgres.Open(t.Context(), dsn, slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/webhook"
 )
 
@@ -23,7 +24,7 @@ import (
 func readyServer(t *testing.T, dataDir string, minFree int64) (*httptest.Server, *readiness, *store.DB) {
 	t.Helper()
 	log := slog.New(slog.DiscardHandler)
-	db, err := store.Open(t.Context(), filepath.Join(dataDir, DBFileName), log, store.Options{})
+	db, err := sqlite.Open(t.Context(), filepath.Join(dataDir, DBFileName), log, store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

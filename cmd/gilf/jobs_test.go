@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -43,7 +44,7 @@ func recordJob(t *testing.T, db *store.DB, pr int, head string, at time.Time) in
 func TestJobsCommand(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{MaxAttempts: 1})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{MaxAttempts: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

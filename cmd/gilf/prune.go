@@ -35,8 +35,7 @@ func (p *pruner) Prune(ctx context.Context) (store.PruneResult, error) {
 	if err != nil {
 		return res, err
 	}
-	p.log.Info("store pruned", "before", res.Before, "segments", res.Segments, "segment_bytes", res.SegmentBytes,
-		"bodies", res.Bodies, "runs", res.Runs, "base_results", res.BaseResults, "live_segments", res.LiveSegments)
+	p.log.Info("store pruned", "before", res.Before, "bodies", res.Bodies, "runs", res.Runs, "base_results", res.BaseResults)
 	return res, nil
 }
 
@@ -103,7 +102,7 @@ func runPrune(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf prune: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(env.Stdout, "pruned what is older than %s (%d days): %d delivery bodies in %d segment files (%d bytes), step output of %d runs, %d stored base results; %d segments in use kept\n",
-		res.Before.Format(time.RFC3339), cfg.Jobs.RetentionDays, res.Bodies, res.Segments, res.SegmentBytes, res.Runs, res.BaseResults, res.LiveSegments)
+	fmt.Fprintf(env.Stdout, "pruned what is older than %s (%d days): %d delivery bodies, step output of %d runs, %d stored base results\n",
+		res.Before.Format(time.RFC3339), cfg.Jobs.RetentionDays, res.Bodies, res.Runs, res.BaseResults)
 	return exitOK
 }

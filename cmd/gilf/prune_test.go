@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -24,7 +25,7 @@ func TestPruneCommand(t *testing.T) {
 		id string
 		at time.Time
 	}{{"old", time.Now().Add(-31 * 24 * time.Hour)}, {"new", time.Now()}} {
-		db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+		db, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -40,10 +41,10 @@ func TestPruneCommand(t *testing.T) {
 	if code := run(ctx, dataDirEnv(&out, dir, map[string]string{"GILF_RETENTION_DAYS": "30"}), []string{"prune"}); code != exitOK {
 		t.Fatalf("gilf prune exited %d: %s", code, out.String())
 	}
-	if !strings.Contains(out.String(), "(30 days): 1 delivery bodies in 1 segment files") {
+	if !strings.Contains(out.String(), "(30 days): 1 delivery bodies, step output of") {
 		t.Errorf("gilf prune said:\n%s", out.String())
 	}
-	db, err := store.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	db, err := sqlite.Open(ctx, filepath.Join(dir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

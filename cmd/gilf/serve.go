@@ -175,14 +175,21 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 	if err != nil {
 		return err
 	}
-	worker := &review.Worker{
+	pipeline, err := newPipeline(cfg, sc, set, gc, db, evStore, secrets, metrics, log)
+	if err != nil {
+		return err
+	}
+	worker, err := review.NewWorker(review.Worker{
 		Queue:       queue,
-		Runner:      newPipeline(cfg, sc, set, gc, db, evStore, secrets, metrics, log),
+		Runner:      pipeline,
 		Owner:       owner,
 		Concurrency: sc.Workers,
 		Lease:       sc.JobLease,
 		Logger:      log,
 		Wake:        wake,
+	})
+	if err != nil {
+		return err
 	}
 	var dash http.Handler
 	if sc.Dashboard.Enabled() {
@@ -397,13 +404,17 @@ func internalPaths(dataDir string) []string {
 // executor set, the shadow lane when configured (the managed-e2b shadow
 // behind the monthly budget guard), and the cost and evidence stages.
 func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Client, db *store.DB,
-	ev evidence.Store, secrets []validation.Secret, metrics *serveMetrics, log *slog.Logger) *review.Pipeline {
+	ev evidence.Store, secrets []validation.Secret, metrics *serveMetrics, log *slog.Logger) (*review.Pipeline, error) {
 	worker := review.ValidationConfig{Provider: cfg.Validation.EnvProvider}
 	if !cfg.Validation.CodeChangesOnly {
 		off := false
 		worker.CodeChangesOnly = &off
 	}
-	p := &review.Pipeline{
+	stages, err := review.NewStages(review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets})
+	if err != nil {
+		return nil, err
+	}
+	p := review.Pipeline{
 		PRs:                             githubPRs{c: gc},
 		Checkouts:                       githubPRs{c: gc},
 		Publisher:                       githubPublisher{c: gc, posted: db},
@@ -416,7 +427,7 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		Secrets:                         secrets,
 		WorkDir:                         filepath.Join(cfg.DataDir, WorkDirName),
 		Drafts:                          sc.ReviewDrafts,
-		Hooks:                           &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: ev, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets},
+		Hooks:                           stages,
 		Logger:                          log,
 		Internals:                       internalPaths(cfg.DataDir),
 		DetailsURL:                      func(j review.Job) string { return sc.Dashboard.DetailsURL(j.ID) },
@@ -442,7 +453,7 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 			},
 		}}
 	}
-	return p
+	return review.NewPipeline(p)
 }
 
 // badSignatureLimit maps GILF_BAD_SIGNATURE_LIMIT (0 is off) onto

@@ -37,6 +37,7 @@ import (
 	"github.com/gilf-review/gilf/internal/shared"
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 )
 
 // Bounds of the serve subprocess tests. Every wait polls with
@@ -350,7 +351,7 @@ func httpGet(t *testing.T, base, path string) (int, string) {
 // only reads).
 func openTestStore(t *testing.T, dataDir string) *store.DB {
 	t.Helper()
-	db, err := store.Open(t.Context(), filepath.Join(dataDir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
+	db, err := sqlite.Open(t.Context(), filepath.Join(dataDir, DBFileName), slog.New(slog.DiscardHandler), store.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/review/github/githubtest"
 	"github.com/gilf-review/gilf/store"
+	"github.com/gilf-review/gilf/store/sqlite"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -77,7 +78,7 @@ func newSweepEnv(t *testing.T) *sweepEnv {
 	if err != nil {
 		t.Fatal(err)
 	}
-	db, err := store.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), log, store.Options{Now: clock.Now})
+	db, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), DBFileName), log, store.Options{Now: clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

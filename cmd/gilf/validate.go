@@ -277,7 +277,10 @@ func validateStages(ctx context.Context, cfg Config, path string, rec *validatio
 		return opts, fmt.Errorf("resolve %s: %w", path, err)
 	}
 	name := strings.TrimSuffix(strings.TrimSuffix(filepath.Base(abs), ".tar.gz"), ".tgz")
-	stages := &review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets}
+	stages, err := review.NewStages(review.Stages{Evidence: cfg.Evidence.Options, EvidenceStore: store, Cards: cfg.Costs.Cards, Logger: log, Secrets: secrets})
+	if err != nil {
+		return opts, err
+	}
 	res := review.Result{Record: *rec, OriginRuns: runs}
 	opts.Notes = append(opts.Notes, stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts)...)
 	*rec = res.Record

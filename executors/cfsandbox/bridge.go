@@ -100,21 +100,14 @@ func (c *bridgeClient) exec(ctx context.Context, op, id string, req execRequest,
 	}
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
-		return execEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want text/event-stream", remote.CleanMessage(ct))}
+		return execEnd{}, &StreamError{Prefix: "cf-sandbox", Stream: "exec", Op: op, Reason: fmt.Sprintf("response content type %q, want text/event-stream", remote.CleanMessage(ct))}
 	}
 	if started != nil {
 		started()
 	}
 	end, err := readExecStream(resp.Body, out)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return execEnd{}, fmt.Errorf("cf-sandbox: %s: %w", op, cerr)
-		}
-		var se *StreamError
-		if errors.As(err, &se) && se.Op == "" {
-			se.Op = op
-		}
-		return execEnd{}, err
+		return execEnd{}, remote.StreamFailed(ctx, "cf-sandbox", op, err)
 	}
 	return end, nil
 }

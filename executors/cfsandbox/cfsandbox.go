@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -150,7 +149,7 @@ var _ executors.Executor = (*Executor)(nil)
 // when it is not enabled or lacks its URL or token.
 func New(opts Options) (*Executor, error) {
 	if m := opts.missing(); len(m) > 0 {
-		return nil, &NotConfiguredError{Missing: m}
+		return nil, &NotConfiguredError{Executor: executors.NameManagedCFSandbox, Missing: m}
 	}
 	errs := remote.DefaultDurations("cf-sandbox",
 		remote.DurationOption{Name: "timeout", V: &opts.Timeout, Def: DefaultTimeout},
@@ -191,89 +190,14 @@ func New(opts Options) (*Executor, error) {
 func (e *Executor) Name() string { return executors.NameManagedCFSandbox }
 
 // Run runs req.Plan in a new sandbox. See Executor for how a run ends.
-func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
-	res = executors.Result{
-		Executor:        e.Name(),
-		Tier:            validation.TierRemote,
-		SecretsWithheld: remote.SecretNames(e.secret),
-		Started:         time.Now(),
+func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Result, error) {
+	cfg := remote.SandboxConfig{
+		Prefix: "cf-sandbox", Executor: executors.NameManagedCFSandbox, Secrets: e.secret, MaxOutputBytes: e.opts.MaxOutputBytes,
+		TempRoot: e.opts.TempRoot, ArchivePattern: "gilf-cfsandbox-*.tar.gz", MaxArchiveBytes: e.opts.MaxArchiveBytes,
+		CreateTimeout: e.opts.CallTimeout, CallTimeout: e.opts.CallTimeout, UploadTimeout: e.opts.UploadTimeout,
+		SetupTimeout: e.opts.SetupTimeout, StepGrace: e.opts.StepGrace, Log: e.log,
 	}
-	defer func() { res.Finished = time.Now() }()
-	deadline := res.Started.Add(e.opts.Timeout)
-	nonce, scripts, err := remote.Shells(req.Plan, MaxShellBytes, "cf-sandbox", executors.NameManagedCFSandbox)
-	if err != nil {
-		return executors.Result{}, err
-	}
-	secrets := append(slices.Clone(req.Secrets), e.secret...)
-	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
-	if !remote.AnyRunnable(req.Plan) {
-		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
-		res.Steps = out.Steps
-		res.Notes = []string{"no step was runnable: no sandbox was created"}
-		return res, err
-	}
-	arch, size, err := remote.PackArchive(ctx, remote.Pack{
-		Dir: req.Dir, TempRoot: e.opts.TempRoot, Pattern: "gilf-cfsandbox-*.tar.gz", MaxBytes: e.opts.MaxArchiveBytes,
-		Prefix: "cf-sandbox", Executor: executors.NameManagedCFSandbox,
-	})
-	if err != nil {
-		return executors.Result{}, err
-	}
-	defer func() {
-		if derr := remote.DiscardArchive(arch, "cf-sandbox"); derr != nil {
-			err = errors.Join(err, derr)
-		}
-	}()
-	// Not abandoned on cancel: the sandbox is destroyed once its ID is
-	// known.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CallTimeout)
-	id, err := e.bridge.create(cctx)
-	cancel()
-	if err != nil {
-		return executors.Result{}, err
-	}
-	e.log.InfoContext(ctx, "cf sandbox created", "sandbox_id", id)
-	defer func() {
-		if kerr := e.kill(ctx, id); kerr != nil {
-			err = errors.Join(err, kerr)
-		}
-	}()
-	if cerr := ctx.Err(); cerr != nil {
-		res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
-		return res, fmt.Errorf("cf-sandbox: cancelled while the sandbox was created: %w", cerr)
-	}
-	run := "gilf-run-" + nonce[:12]
-	res.Notes = append(res.Notes,
-		"Cloudflare sandbox "+id+" through the sandbox bridge",
-		"egress: the bridge sets no per-sandbox egress policy; the container's network is the deployment's",
-		"step statuses were reported by the executor: each step's marker shell ran in the Cloudflare sandbox; gilf did not observe the exit statuses",
-	)
-	platform, err := e.setup(ctx, id, arch, size, run, secrets)
-	if err != nil {
-		if ctx.Err() != nil {
-			res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
-		}
-		return res, err
-	}
-	res.Platform = platform
-	cwd := Workspace + "/" + run + "/" + archive.PackRoot
-	out, err := remote.RunSteps(ctx, remote.StepPlan{
-		Plan:      req.Plan,
-		Scripts:   scripts,
-		Nonce:     nonce,
-		Capture:   capture,
-		Progress:  req.Progress,
-		Cwd:       cwd,
-		Grace:     e.opts.StepGrace,
-		StopBound: e.opts.CallTimeout,
-		Deadline:  deadline,
-		Lifetime:  fmt.Sprintf("the run's time (%v, %s)", e.opts.Timeout, EnvTimeout),
-	}, &bridgeRunner{c: e.bridge, id: id, cwd: cwd})
-	res.Steps = out.Steps
-	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedNone, nil)
-	res.Notes = append(res.Notes, out.Notes...)
-	res.Integrity = strings.Join(out.Issues, "; ")
-	return res, err
+	return remote.RunSandbox(ctx, cfg, &sandboxRun{e: e, req: req, deadline: time.Now().Add(e.opts.Timeout)}, req)
 }
 
 // setupScript prints the platform and extracts the archive <run>.tar.gz
@@ -291,56 +215,4 @@ func setupScript(run string) string {
 		"rm -f " + run + ".tar.gz",
 		"test -d " + run + "/" + archive.PackRoot,
 	}, "\n") + "\n"
-}
-
-func (e *Executor) setup(ctx context.Context, id string, arch io.Reader, size int64, run string, secrets []validation.Secret) (validation.Platform, error) {
-	var p validation.Platform
-	uctx, cancel := context.WithTimeout(ctx, e.opts.UploadTimeout)
-	defer cancel()
-	if err := e.bridge.upload(uctx, id, Workspace+"/"+run+".tar.gz", arch, size); err != nil {
-		return p, err
-	}
-	capture := validation.NewCapture(SetupOutputBytes)
-	red := validation.NewRedactor(capture, secrets)
-	sctx, scancel := context.WithTimeout(ctx, e.opts.SetupTimeout+e.opts.StepGrace)
-	defer scancel()
-	began := time.Now()
-	end, err := e.bridge.exec(sctx, "prepare the checkout", id, execRequest{
-		Argv: []string{"sh", "-c", setupScript(run)}, TimeoutMs: e.opts.SetupTimeout.Milliseconds(), Cwd: Workspace,
-	}, red, nil)
-	if ferr := red.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("cf-sandbox: prepare the checkout: %w", ferr)
-	}
-	if err != nil {
-		return p, err
-	}
-	pe, err := toProcEnd(end, time.Since(began) >= e.opts.SetupTimeout, "prepare the checkout")
-	if err != nil {
-		return p, err
-	}
-	out := capture.Output()
-	if !pe.Exited || pe.Code != 0 {
-		return p, fmt.Errorf("cf-sandbox: prepare the checkout: the setup command ended (%s): %q", pe.Status, out.Head+out.Tail)
-	}
-	return remote.ParsePlatform(out.Head), nil
-}
-
-// kill destroys the sandbox with a fresh bounded context; temporary
-// errors are retried KillAttempts times.
-func (e *Executor) kill(ctx context.Context, id string) error {
-	err := remote.Retry(ctx, KillAttempts, e.opts.CallTimeout, temporaryAPIError, func(kctx context.Context) error {
-		return e.bridge.kill(kctx, id)
-	})
-	if err == nil {
-		e.log.InfoContext(ctx, "cf sandbox destroyed", "sandbox_id", id)
-		return nil
-	}
-	e.log.ErrorContext(ctx, "cf sandbox not destroyed", "sandbox_id", id, "err", err)
-	return fmt.Errorf("cf-sandbox: cleanup: delete sandbox %s: %w", id, err)
-}
-
-// temporaryAPIError reports whether err is an *APIError worth retrying.
-func temporaryAPIError(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Temporary()
 }

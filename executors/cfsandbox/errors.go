@@ -2,60 +2,56 @@ package cfsandbox
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
-	"strings"
 
 	"github.com/gilf-review/gilf/executors/internal/remote"
 )
 
-// Sentinels for errors.Is. Every error of this package that is not a
+// The error types and sentinels every sandbox API executor shares (see
+// executors/internal/remote). Every error of this package that is not a
 // refusal is an infrastructure error: the job retries it, it is never a
 // test failure.
+type (
+	// APIError is a non-success HTTP answer of the bridge. Its body is
+	// {"error":"…","code":"…"}.
+	APIError = remote.APIError
+	// StreamError is an exec stream that broke.
+	StreamError = remote.StreamError
+	// NotConfiguredError is returned by New when the executor is not
+	// enabled or lacks its URL or token.
+	NotConfiguredError = remote.NotConfiguredError
+)
+
 var (
 	// ErrUnauthorized: the bridge refused the token (401/403).
-	ErrUnauthorized = errors.New("cf-sandbox: unauthorized")
+	ErrUnauthorized = remote.ErrUnauthorized
 	// ErrRateLimited: 429, or 503 capacity_exceeded (the bridge's
 	// max_instances is reached).
-	ErrRateLimited = errors.New("cf-sandbox: rate limited")
+	ErrRateLimited = remote.ErrRateLimited
 	// ErrStreamBroken: an exec stream ended without its exit or error
 	// event, or with a malformed event.
-	ErrStreamBroken = errors.New("cf-sandbox: exec stream broken")
+	ErrStreamBroken = remote.ErrStreamBroken
 )
 
 // MaxErrorBodyBytes bounds how much of an error response is read.
 const MaxErrorBodyBytes = remote.MaxErrorBodyBytes
 
-// APIError is a non-success HTTP answer of the bridge. Its body is
-// {"error":"…","code":"…"}.
-type APIError struct {
-	Op     string
-	Status int
-	Code   string
-	Msg    string
-}
-
-func (e *APIError) Error() string {
-	return remote.APIErrorText("cf-sandbox", e.Op, e.Status, e.Code, e.Msg)
-}
-
-// Is matches ErrUnauthorized for 401 and 403 (except a path outside
-// /workspace, also 403, code invalid_request), ErrRateLimited for 429 and
-// for 503 capacity_exceeded.
-func (e *APIError) Is(target error) bool {
-	switch target {
-	case ErrUnauthorized:
-		return e.Status == http.StatusUnauthorized || (e.Status == http.StatusForbidden && e.Code != "invalid_request")
-	case ErrRateLimited:
-		return e.Status == http.StatusTooManyRequests || (e.Status == http.StatusServiceUnavailable && e.Code == "capacity_exceeded")
+// classifyStatus: 401 and 403 are unauthorized (except a path outside
+// /workspace, also 403, code invalid_request); 429 and 503
+// capacity_exceeded are rate limited; 429 and 5xx are temporary.
+func classifyStatus(status int, code string) remote.Class {
+	var c remote.Class
+	if status == http.StatusUnauthorized || (status == http.StatusForbidden && code != "invalid_request") {
+		c |= remote.Unauthorized
 	}
-	return false
-}
-
-// Temporary reports whether retrying later may succeed: 429 and 5xx.
-func (e *APIError) Temporary() bool {
-	return e.Status == http.StatusTooManyRequests || e.Status >= 500
+	if status == http.StatusTooManyRequests || (status == http.StatusServiceUnavailable && code == "capacity_exceeded") {
+		c |= remote.RateLimited
+	}
+	if status == http.StatusTooManyRequests || status >= 500 {
+		c |= remote.Temporary
+	}
+	return c
 }
 
 // ExecError is an `error` event of an exec stream.
@@ -73,44 +69,22 @@ func (e *ExecError) Error() string {
 // pass on a retry.
 func (e *ExecError) Temporary() bool { return e.Code == "exec_transport_error" }
 
-// StreamError is an exec stream that broke.
-type StreamError struct {
-	Op     string
-	Reason string
+var errorReader = remote.ErrorReader{Prefix: "cf-sandbox", Parse: parseErrorBody, Classify: classifyStatus}
+
+func parseErrorBody(body []byte) (code, msg string, ok bool) {
+	var parsed struct {
+		Error string `json:"error"`
+		Code  string `json:"code"`
+	}
+	if json.Unmarshal(body, &parsed) == nil && (parsed.Error != "" || parsed.Code != "") {
+		return remote.CleanMessage(parsed.Code), parsed.Error, true
+	}
+	return "", "", false
 }
 
-func (e *StreamError) Error() string {
-	return fmt.Sprintf("cf-sandbox: %s: exec stream broken: %s", e.Op, e.Reason)
-}
+func apiError(op string, resp *http.Response) *APIError { return errorReader.Read(op, resp) }
 
-// Is matches ErrStreamBroken.
-func (e *StreamError) Is(target error) bool { return target == ErrStreamBroken }
-
-// Temporary is always true.
-func (e *StreamError) Temporary() bool { return true }
-
-// NotConfiguredError is returned by New when the executor is not enabled
-// or lacks its URL or token: cmd leaves it out and Select refuses
-// executor_unconfigured.
-type NotConfiguredError struct {
-	Missing []string
-}
-
-func (e *NotConfiguredError) Error() string {
-	return "managed-cf-sandbox is not configured: " + strings.Join(e.Missing, " and ") + " not set"
-}
-
-func apiError(op string, resp *http.Response) *APIError {
-	e := &APIError{Op: op, Status: resp.StatusCode}
-	e.Code, e.Msg = remote.ReadErrorBody(resp, func(body []byte) (code, msg string, ok bool) {
-		var parsed struct {
-			Error string `json:"error"`
-			Code  string `json:"code"`
-		}
-		if json.Unmarshal(body, &parsed) == nil && (parsed.Error != "" || parsed.Code != "") {
-			return remote.CleanMessage(parsed.Code), parsed.Error, true
-		}
-		return "", "", false
-	})
-	return e
+// streamBroken is a *StreamError whose call is named later.
+func streamBroken(reason string) error {
+	return &StreamError{Prefix: "cf-sandbox", Stream: "exec", Reason: reason}
 }

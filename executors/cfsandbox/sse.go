@@ -49,7 +49,7 @@ func (s *sseReader) next() (sseEvent, error) {
 		line, err := s.line()
 		if err == io.EOF {
 			if started {
-				return ev, &StreamError{Reason: "the stream ended inside an event"}
+				return ev, streamBroken("the stream ended inside an event")
 			}
 			return ev, errNoEvent
 		}
@@ -81,7 +81,7 @@ func (s *sseReader) next() (sseEvent, error) {
 			}
 			hasData = true
 			if data.Len()+len(value) > MaxSSEEventBytes {
-				return ev, &StreamError{Reason: fmt.Sprintf("an event's data exceeds %d bytes", MaxSSEEventBytes)}
+				return ev, streamBroken(fmt.Sprintf("an event's data exceeds %d bytes", MaxSSEEventBytes))
 			}
 			data.Write(value)
 		}
@@ -94,7 +94,7 @@ func (s *sseReader) line() ([]byte, error) {
 	for {
 		chunk, err := s.r.ReadSlice('\n')
 		if len(line)+len(chunk) > MaxSSELineBytes+2 {
-			return nil, &StreamError{Reason: fmt.Sprintf("a line exceeds %d bytes", MaxSSELineBytes)}
+			return nil, streamBroken(fmt.Sprintf("a line exceeds %d bytes", MaxSSELineBytes))
 		}
 		line = append(line, chunk...)
 		switch {
@@ -104,11 +104,11 @@ func (s *sseReader) line() ([]byte, error) {
 		case errors.Is(err, bufio.ErrBufferFull):
 			continue
 		case err == io.EOF && len(line) > 0:
-			return nil, &StreamError{Reason: "the stream ended inside a line"}
+			return nil, streamBroken("the stream ended inside a line")
 		case err == io.EOF:
 			return nil, io.EOF
 		default:
-			return nil, &StreamError{Reason: err.Error()}
+			return nil, streamBroken(err.Error())
 		}
 	}
 }
@@ -127,7 +127,7 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 	for {
 		ev, err := sr.next()
 		if errors.Is(err, errNoEvent) {
-			return execEnd{}, &StreamError{Reason: "the stream ended without an exit event"}
+			return execEnd{}, streamBroken("the stream ended without an exit event")
 		}
 		if err != nil {
 			return execEnd{}, err
@@ -136,7 +136,7 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 		case "stdout", "stderr":
 			b, err := base64.StdEncoding.DecodeString(string(ev.data))
 			if err != nil {
-				return execEnd{}, &StreamError{Reason: "undecodable " + ev.name + " chunk: " + err.Error()}
+				return execEnd{}, streamBroken("undecodable " + ev.name + " chunk: " + err.Error())
 			}
 			if _, err := out.Write(b); err != nil {
 				return execEnd{}, fmt.Errorf("cf-sandbox: keep output: %w", err)
@@ -146,7 +146,7 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 				ExitCode *int `json:"exit_code"`
 			}
 			if err := json.Unmarshal(ev.data, &x); err != nil || x.ExitCode == nil {
-				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable exit event %q", remote.CleanMessage(string(ev.data)))}
+				return execEnd{}, streamBroken(fmt.Sprintf("undecodable exit event %q", remote.CleanMessage(string(ev.data))))
 			}
 			return execEnd{exitCode: *x.ExitCode}, nil
 		case "error":
@@ -155,7 +155,7 @@ func readExecStream(r io.Reader, out io.Writer) (execEnd, error) {
 				Code  string `json:"code"`
 			}
 			if err := json.Unmarshal(ev.data, &x); err != nil {
-				return execEnd{}, &StreamError{Reason: fmt.Sprintf("undecodable error event %q", remote.CleanMessage(string(ev.data)))}
+				return execEnd{}, streamBroken(fmt.Sprintf("undecodable error event %q", remote.CleanMessage(string(ev.data))))
 			}
 			if x.Code == "" {
 				x.Code = "exec_error"

@@ -36,7 +36,7 @@ const (
 	DefaultStepGrace = 30 * time.Second
 	// DiagnosticTailBytes is how much of the run's last stdout is kept
 	// (redacted) to explain a run that failed before any marker.
-	DiagnosticTailBytes = 2048
+	DiagnosticTailBytes = cmdrun.DiagnosticTailBytes
 	// StderrTailBytes is how much of the CLI's stderr is kept: its
 	// timing JSON line and the error lines before it.
 	StderrTailBytes = MaxTimingLineBytes + 4096
@@ -69,13 +69,7 @@ func EnvAllowList() []string {
 // NotConfiguredError is returned by New when a required setting is
 // missing: the executor is then left out of the configured set, Select
 // refuses executor_unconfigured, and nothing runs on the worker.
-type NotConfiguredError struct {
-	Missing []string // setting names
-}
-
-func (e *NotConfiguredError) Error() string {
-	return "managed-crabbox is not configured: " + strings.Join(e.Missing, " and ") + " not set"
-}
+type NotConfiguredError = remote.NotConfiguredError
 
 // Options configure the executor; cmd/gilf fills them.
 type Options struct {
@@ -140,7 +134,7 @@ func New(opts Options) (*Executor, error) {
 		missing = append(missing, "GILF_CRABBOX_COORDINATOR")
 	}
 	if len(missing) > 0 {
-		return nil, &NotConfiguredError{Missing: missing}
+		return nil, &NotConfiguredError{Executor: executors.NameManagedCrabbox, Missing: missing}
 	}
 	errs := remote.DefaultDurations("crabbox",
 		remote.DurationOption{Name: "timeout", V: &opts.Timeout, Def: DefaultTimeout},
@@ -203,112 +197,56 @@ func CLIEnv(opts Options) []string {
 
 // Run copies req.Dir, writes the marker shell into the copy and runs it
 // with `crabbox run`. See Executor for how a run ends.
-func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
-	if r := executors.ProgramAvailable(e.Name(), e.opts.Bin); r != nil {
-		return executors.Result{}, r
+func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Result, error) {
+	stderr := logtail.New(StderrTailBytes)
+	c := &cmdrun.Command{
+		Req: req, Prefix: "crabbox", Program: e.opts.Bin, Who: "crabbox run",
+		TempRoot: e.opts.TempRoot, TempPattern: "gilf-crabbox-",
+		Stage: func(ctx context.Context, tmp string) (cmdrun.Staging, error) {
+			return e.stage(ctx, tmp, req)
+		},
+		Env: e.env, Secrets: e.opts.Secrets, MaxOutputBytes: e.opts.MaxOutputBytes,
+		Timeout: e.opts.Timeout, KillGrace: e.opts.KillGrace, StepGrace: e.opts.StepGrace,
+		TimeoutNoStart: fmt.Errorf("crabbox: no START marker within %v; crabbox run was killed", e.opts.Timeout),
+		TimeoutWhy:     fmt.Sprintf("timed out: crabbox run exceeded %v and was killed", e.opts.Timeout),
+		TimeoutLater:   "not run: crabbox run was killed at its deadline",
+		Stderr:         stderr,
+		Enforcement:    validation.EnforcedNone,
+		Notes: []string{"egress: gilf sends crabbox no egress policy; the machine's network is the provider's",
+			"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"},
 	}
-	res = executors.Result{
+	c.Exited = func(x cmdrun.Exit) ([]string, error) { return e.exited(c, x, stderr.Bytes()) }
+	return remote.Run(ctx, executors.Result{
 		Executor:        e.Name(),
 		Tier:            e.opts.Tier,
 		SecretsWithheld: slices.Clone(e.withheld),
-		Started:         time.Now(),
-	}
-	tmp, err := os.MkdirTemp(e.opts.TempRoot, "gilf-crabbox-")
-	if err != nil {
-		return executors.Result{}, fmt.Errorf("crabbox: temp directory: %w", err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(tmp); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("crabbox: remove checkout copy: %w", rerr))
-		}
-	}()
-	work, shellName, nonce, removed, err := prepare(ctx, tmp, req)
-	if err != nil {
-		return executors.Result{}, err
-	}
-	secrets := append(slices.Clone(req.Secrets), e.opts.Secrets...)
-	parser := validation.NewMarkerParser(req.Plan, nonce, validation.CaptureOptions{
-		MaxOutputBytes: e.opts.MaxOutputBytes,
-		Secrets:        secrets,
-		Now:            time.Now,
-	})
-	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
-	stderr := logtail.New(StderrTailBytes)
-	pr := cmdrun.Run(ctx, cmdrun.Spec{
-		Argv:      Argv(e.opts.Bin, orDefault(req.Run.CrabboxProvider, e.opts.Provider), orDefault(req.Run.CrabboxClass, e.opts.Class), shellName),
-		Env:       e.env,
-		Dir:       work,
-		Stdout:    obs,
-		Stderr:    stderr,
-		Timeout:   e.opts.Timeout,
-		KillGrace: e.opts.KillGrace,
-		StepGrace: e.opts.StepGrace,
-		Plan:      req.Plan,
-		Events:    obs.Events(),
-		Progress:  req.Progress,
-	})
-	res.Finished = time.Now()
-	if pr.StartErr != nil {
-		return executors.Result{}, fmt.Errorf("crabbox: start %s: %w", e.opts.Bin, pr.StartErr)
-	}
-	steps, integrity := parser.Finish()
-	anyStart, open, _ := obs.State()
-	res.Steps = steps
-	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedNone, nil)
-	res.Notes = []string{"egress: gilf sends crabbox no egress policy; the machine's network is the provider's",
-		"step statuses were reported by the executor: the marker shell's output came back through crabbox run; gilf did not observe the exit statuses"}
-	if len(removed) > 0 {
-		res.Notes = append(res.Notes, "removed the repository's crabbox config from the synced copy: "+strings.Join(removed, ", "))
-	}
-	issues := remote.SplitIssues(integrity)
-	switch pr.Stop {
-	case cmdrun.StopCancel:
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
-			"killed: the run was cancelled", "not run: the run was cancelled")
-		res.Integrity = strings.Join(issues, "; ")
-		return res, errors.Join(ctx.Err(), pr.KillErr)
-	case cmdrun.StopTimeout:
-		if !anyStart {
-			return res, errors.Join(fmt.Errorf("crabbox: no START marker within %v; crabbox run was killed", e.opts.Timeout), pr.KillErr)
-		}
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut,
-			fmt.Sprintf("timed out: crabbox run exceeded %v and was killed", e.opts.Timeout),
-			"not run: crabbox run was killed at its deadline")
-		res.Integrity = strings.Join(issues, "; ")
-		return res, wrapKill(pr.KillErr)
-	case cmdrun.StopStepTimeout:
-		st := req.Plan.Steps[pr.StopStep]
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, pr.StopStep, issues, validation.StatusTimedOut,
-			fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed crabbox run", st.Timeout, e.opts.StepGrace),
-			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
-		res.Integrity = strings.Join(issues, "; ")
-		return res, wrapKill(pr.KillErr)
-	}
-	code, signal, exited := cmdrun.ExitStatus(pr.WaitErr)
-	if !exited {
-		return res, fmt.Errorf("crabbox: wait: %w", pr.WaitErr)
-	}
-	errTail := stderr.Bytes()
+	}, c)
+}
+
+// exited judges a `crabbox run` that ended on its own by its exit status
+// and its timing JSON (on stderr, errTail), which is required and parsed
+// strictly.
+func (e *Executor) exited(c *cmdrun.Command, x cmdrun.Exit, errTail []byte) ([]string, error) {
+	code, res := x.Code, x.Res
 	timing, terr := ParseTiming(errTail)
+	var issues []string
 	switch {
-	case signal != "":
-		if !anyStart {
-			return res, fmt.Errorf("crabbox: crabbox run was killed by signal %s before any START marker; %s", signal, e.lastError(errTail, secrets))
+	case x.Signal != "":
+		if !x.AnyStart {
+			return nil, fmt.Errorf("crabbox: crabbox run was killed by signal %s before any START marker; %s", x.Signal, e.lastError(errTail, x.Secrets))
 		}
-		issues = append(issues, "crabbox run was killed by signal "+signal+" after printing markers")
+		issues = append(issues, "crabbox run was killed by signal "+x.Signal+" after printing markers")
 	case terr != nil:
-		return res, fmt.Errorf("crabbox: run exited with status %d: %w; %s", code, terr, e.lastError(errTail, secrets))
+		return nil, fmt.Errorf("crabbox: run exited with status %d: %w; %s", code, terr, e.lastError(errTail, x.Secrets))
 	case timing.ExitCode != code:
-		return res, fmt.Errorf("crabbox: timing JSON says exit code %d but crabbox run exited %d", timing.ExitCode, code)
-	case code != 0 && !anyStart:
-		return res, fmt.Errorf("crabbox: run exited with status %d (runStatus %q, errorKind %q) before any START marker; %s",
-			code, timing.RunStatus, timing.ErrorKind, e.lastError(errTail, secrets))
+		return nil, fmt.Errorf("crabbox: timing JSON says exit code %d but crabbox run exited %d", timing.ExitCode, code)
+	case code != 0 && !x.AnyStart:
+		return nil, fmt.Errorf("crabbox: run exited with status %d (runStatus %q, errorKind %q) before any START marker; %s",
+			code, timing.RunStatus, timing.ErrorKind, e.lastError(errTail, x.Secrets))
 	case code != 0:
 		issues = append(issues, fmt.Sprintf("crabbox run exited with status %d (runStatus %q, errorKind %q) after printing markers", code, timing.RunStatus, timing.ErrorKind))
 	default:
-		if missing := cmdrun.Unreported(res.Steps, req.Plan); len(missing) > 0 {
-			issues = append(issues, fmt.Sprintf("crabbox run exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
-		}
+		issues = c.UnreportedIssue(res.Steps)
 	}
 	if terr == nil {
 		res.Notes = append(res.Notes, timing.note())
@@ -316,15 +254,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			res.Steps[i].Cwd = timing.Workdir
 		}
 	}
-	res.Integrity = strings.Join(issues, "; ")
-	return res, wrapKill(pr.KillErr)
-}
-
-func wrapKill(err error) error {
-	if err != nil {
-		return fmt.Errorf("crabbox: cleanup: %w", err)
-	}
-	return nil
+	return issues, nil
 }
 
 // lastError returns the CLI's last stderr line before its timing JSON,
@@ -344,21 +274,43 @@ func (e *Executor) lastError(tail []byte, secrets []validation.Secret) string {
 	return "no error line on stderr"
 }
 
-// prepare copies req.Dir to tmp/repo, removes the repository's crabbox
+// stage copies req.Dir to tmp/repo, removes the repository's crabbox
 // config from the copy, and writes the marker shell into it under a
 // name no repository file can already have.
-func prepare(ctx context.Context, tmp string, req executors.Request) (work, shellName, nonce string, removed []string, err error) {
-	nonce, err = validation.NewNonce()
+func (e *Executor) stage(ctx context.Context, tmp string, req executors.Request) (cmdrun.Staging, error) {
+	nonce, err := validation.NewNonce()
 	if err != nil {
-		return "", "", "", nil, fmt.Errorf("crabbox: %w", err)
+		return cmdrun.Staging{}, fmt.Errorf("crabbox: %w", err)
 	}
-	work = filepath.Join(tmp, "repo")
+	work := filepath.Join(tmp, "repo")
 	if _, err := archive.CopyTree(ctx, req.Dir, work, archive.PackOptions{}); err != nil {
-		return "", "", "", nil, fmt.Errorf("crabbox: copy %s: %w", req.Dir, err)
+		return cmdrun.Staging{}, fmt.Errorf("crabbox: copy %s: %w", req.Dir, err)
 	}
+	removed, err := removeRepoConfig(work)
+	if err != nil {
+		return cmdrun.Staging{}, err
+	}
+	shellName := ".gilf-validate-" + nonce[:12] + ".sh"
+	if err := writeNew(work, shellName, validation.BuildShell(req.Plan, nonce)); err != nil {
+		return cmdrun.Staging{}, fmt.Errorf("crabbox: write shell: %w", err)
+	}
+	st := cmdrun.Staging{
+		Argv:  Argv(e.opts.Bin, orDefault(req.Run.CrabboxProvider, e.opts.Provider), orDefault(req.Run.CrabboxClass, e.opts.Class), shellName),
+		Dir:   work,
+		Nonce: nonce,
+	}
+	if len(removed) > 0 {
+		st.Notes = []string{"removed the repository's crabbox config from the synced copy: " + strings.Join(removed, ", ")}
+	}
+	return st, nil
+}
+
+// removeRepoConfig removes RepoConfigFiles from the copy at work and
+// names those it removed.
+func removeRepoConfig(work string) (removed []string, err error) {
 	root, err := os.OpenRoot(work)
 	if err != nil {
-		return "", "", "", nil, fmt.Errorf("crabbox: %w", err)
+		return nil, fmt.Errorf("crabbox: %w", err)
 	}
 	defer root.Close()
 	for _, name := range RepoConfigFiles() {
@@ -366,23 +318,30 @@ func prepare(ctx context.Context, tmp string, req executors.Request) (work, shel
 			continue
 		}
 		if err := root.RemoveAll(name); err != nil {
-			return "", "", "", nil, fmt.Errorf("crabbox: remove repository %s: %w", name, err)
+			return nil, fmt.Errorf("crabbox: remove repository %s: %w", name, err)
 		}
 		removed = append(removed, name)
 	}
-	shellName = ".gilf-validate-" + nonce[:12] + ".sh"
-	f, err := root.OpenFile(shellName, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	return removed, nil
+}
+
+// writeNew writes b to the new file name in dir; a file already there
+// is an error.
+func writeNew(dir, name string, b []byte) error {
+	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return "", "", "", nil, fmt.Errorf("crabbox: write shell: %w", err)
+		return err
 	}
-	_, werr := f.Write(validation.BuildShell(req.Plan, nonce))
+	defer root.Close()
+	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
+	if err != nil {
+		return err
+	}
+	_, werr := f.Write(b)
 	if cerr := f.Close(); werr == nil {
 		werr = cerr
 	}
-	if werr != nil {
-		return "", "", "", nil, fmt.Errorf("crabbox: write shell: %w", werr)
-	}
-	return work, shellName, nonce, removed, nil
+	return werr
 }
 
 // orDefault is the run's setting when set, else the executor's.

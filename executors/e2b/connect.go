@@ -4,7 +4,6 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 )
 
@@ -141,8 +140,4 @@ func decodeEndStream(msg []byte) (endStreamResponse, error) {
 		return es, streamBroken("undecodable end-of-stream frame: %v", err)
 	}
 	return es, nil
-}
-
-func streamBroken(format string, args ...any) error {
-	return &StreamError{Reason: fmt.Sprintf(format, args...)}
 }

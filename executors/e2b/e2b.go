@@ -17,7 +17,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
@@ -172,7 +171,7 @@ var _ executors.Executor = (*Executor)(nil)
 // when the API key is missing.
 func New(opts Options) (*Executor, error) {
 	if !opts.Configured() {
-		return nil, &NotConfiguredError{Missing: []string{EnvAPIKey}}
+		return nil, &NotConfiguredError{Executor: executors.NameManagedE2B, Missing: []string{EnvAPIKey}}
 	}
 	var errs []error
 	def := func(s *string, v string) {
@@ -250,112 +249,17 @@ func New(opts Options) (*Executor, error) {
 func (e *Executor) Name() string { return executors.NameManagedE2B }
 
 // Run runs req.Plan in a new sandbox. See Executor for how a run ends.
-func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
-	res = executors.Result{
-		Executor:        e.Name(),
-		Tier:            validation.TierRemote,
-		SecretsWithheld: remote.SecretNames(e.secret),
-		Started:         time.Now(),
-	}
-	defer func() { res.Finished = time.Now() }()
-	nonce, scripts, err := remote.Shells(req.Plan, MaxShellBytes, "e2b", executors.NameManagedE2B)
-	if err != nil {
-		return executors.Result{}, err
-	}
-	secrets := append(slices.Clone(req.Secrets), e.secret...)
-	capture := validation.CaptureOptions{MaxOutputBytes: e.opts.MaxOutputBytes, Secrets: secrets, Now: time.Now}
-	if !remote.AnyRunnable(req.Plan) {
-		out, err := remote.RunSteps(ctx, remote.StepPlan{Plan: req.Plan, Scripts: scripts, Nonce: nonce, Capture: capture}, nil)
-		res.Steps = out.Steps
-		res.Notes = []string{"no step was runnable: no sandbox was created"}
-		return res, err
-	}
-	arch, size, err := remote.PackArchive(ctx, remote.Pack{
-		Dir: req.Dir, TempRoot: e.opts.TempRoot, Pattern: "gilf-e2b-*.tar.gz", MaxBytes: e.opts.MaxArchiveBytes,
-		Prefix: "e2b", Executor: executors.NameManagedE2B,
-	})
-	if err != nil {
-		return executors.Result{}, err
-	}
-	defer func() {
-		if derr := remote.DiscardArchive(arch, "e2b"); derr != nil {
-			err = errors.Join(err, derr)
-		}
-	}()
-
+func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Result, error) {
 	egress := planEgress(req.Plan, e.opts.AllowOut, e.opts.RegistryHosts)
 	lifetime, capped := e.lifetime(req.Plan, req.Run)
-	createdAt := time.Now()
-	info, err := e.create(ctx, req, egress, lifetime)
-	if err != nil {
-		return executors.Result{}, err
+	p := &sandboxRun{e: e, req: req, egress: egress, lifetime: lifetime, capped: capped}
+	cfg := remote.SandboxConfig{
+		Prefix: "e2b", Executor: executors.NameManagedE2B, Secrets: e.secret, MaxOutputBytes: e.opts.MaxOutputBytes,
+		TempRoot: e.opts.TempRoot, ArchivePattern: "gilf-e2b-*.tar.gz", MaxArchiveBytes: e.opts.MaxArchiveBytes,
+		CreateTimeout: e.opts.CreateTimeout, CallTimeout: e.opts.CallTimeout, UploadTimeout: e.opts.UploadTimeout,
+		SetupTimeout: e.opts.SetupTimeout, StepGrace: e.opts.StepGrace, Log: e.log,
 	}
-	id := info.SandboxID
-	defer func() {
-		if kerr := e.kill(ctx, id); kerr != nil {
-			err = errors.Join(err, kerr)
-		}
-	}()
-	if cerr := ctx.Err(); cerr != nil {
-		res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
-		return res, fmt.Errorf("e2b: cancelled while the sandbox was created: %w", cerr)
-	}
-	if info.EnvdAccessToken != "" {
-		secrets = append(secrets, validation.Secret{Name: "envdAccessToken", Value: info.EnvdAccessToken})
-		capture.Secrets = secrets
-	}
-	domain := e.opts.Domain
-	if info.Domain != nil && *info.Domain != "" {
-		domain = *info.Domain
-	}
-	envd := &envdClient{
-		base:      envdBaseURL(e.opts.EnvdURL, id, domain),
-		sandboxID: id,
-		token:     info.EnvdAccessToken,
-		user:      e.opts.User,
-		http:      e.http,
-	}
-	res.Notes = append(res.Notes,
-		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", id, e.template(req.Run), remote.CleanMessage(info.EnvdVersion)),
-		egress.note(),
-		"step statuses were reported by the executor: each step's marker shell ran in the E2B sandbox; gilf did not observe the exit statuses",
-	)
-	if capped {
-		res.Notes = append(res.Notes, fmt.Sprintf("sandbox lifetime %v, capped by %s", lifetime, EnvTimeout))
-	}
-	res.Resources, res.Notes = e.resources(ctx, id, res.Notes)
-
-	runDir := e.opts.WorkDir + "/run-" + nonce[:12]
-	platform, err := e.setup(ctx, envd, arch, size, runDir, secrets)
-	if err != nil {
-		if ctx.Err() != nil {
-			res.Steps = remote.NotRun(req.Plan, "", remote.ReasonCancelled)
-		}
-		return res, err
-	}
-	res.Platform = platform
-	cwd := runDir + "/" + archive.PackRoot
-	network := &netState{api: e.api, id: id, egress: egress, current: egress.initial, callTimeout: e.opts.CallTimeout}
-	runner := &processRunner{envd: envd, cwd: cwd}
-	out, err := remote.RunSteps(ctx, remote.StepPlan{
-		Plan:       req.Plan,
-		Scripts:    scripts,
-		Nonce:      nonce,
-		Capture:    capture,
-		Progress:   req.Progress,
-		Cwd:        cwd,
-		Grace:      e.opts.StepGrace,
-		StopBound:  e.opts.CallTimeout,
-		Deadline:   createdAt.Add(lifetime - e.opts.LifetimeMargin),
-		Lifetime:   fmt.Sprintf("the sandbox lifetime (%v, %s)", lifetime, EnvTimeout),
-		BeforeStep: network.prepare,
-	}, runner)
-	res.Steps = out.Steps
-	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedByProvider, egress.registry.allowOut)
-	res.Notes = append(res.Notes, out.Notes...)
-	res.Notes = append(res.Notes, network.notes...)
-	res.Integrity = strings.Join(out.Issues, "; ")
-	return res, err
+	return remote.RunSandbox(ctx, cfg, p, req)
 }
 
 // lifetime is the sandbox timeout asked for: setup, every runnable
@@ -389,28 +293,6 @@ func (e *Executor) lifetime(plan validation.Plan, run executors.RunConfig) (d ti
 	return d, false
 }
 
-// create asks the API for a sandbox.
-func (e *Executor) create(ctx context.Context, req executors.Request, egress egressPlan, lifetime time.Duration) (sandboxInfo, error) {
-	body := createRequest{
-		TemplateID: e.template(req.Run),
-		Timeout:    int64(lifetime / time.Second),
-		Secure:     true,
-		Metadata:   metadata(req.Labels),
-	}
-	body.AllowInternetAccess, body.Network = egress.initial.allowInternet, egress.initial.config()
-	// The create is not abandoned when the run is cancelled: a sandbox
-	// the API made after the client stopped listening would be orphaned.
-	// Run kills it once it has its ID.
-	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), e.opts.CreateTimeout)
-	defer cancel()
-	info, err := e.api.create(cctx, body)
-	if err != nil {
-		return info, err
-	}
-	e.log.InfoContext(ctx, "e2b sandbox created", "sandbox_id", info.SandboxID, "template", body.TemplateID, "timeout_s", body.Timeout)
-	return info, nil
-}
-
 // metadata tags the sandbox with the run's labels, so orphans can be
 // found by repository and job.
 func metadata(labels map[string]string) map[string]string {
@@ -419,30 +301,6 @@ func metadata(labels map[string]string) map[string]string {
 		m[k] = v
 	}
 	return m
-}
-
-// kill deletes the sandbox with a fresh bounded context, so a cancelled
-// run still cleans up; temporary API errors are retried KillAttempts
-// times.
-func (e *Executor) kill(ctx context.Context, id string) error {
-	var killed bool
-	err := remote.Retry(ctx, KillAttempts, e.opts.CallTimeout, temporaryAPIError, func(kctx context.Context) error {
-		var err error
-		killed, err = e.api.kill(kctx, id)
-		return err
-	})
-	if err == nil {
-		e.log.InfoContext(ctx, "e2b sandbox killed", "sandbox_id", id, "was_running", killed)
-		return nil
-	}
-	e.log.ErrorContext(ctx, "e2b sandbox not killed", "sandbox_id", id, "err", err)
-	return fmt.Errorf("e2b: cleanup: kill sandbox %s: %w", id, err)
-}
-
-// temporaryAPIError reports whether err is an *APIError worth retrying.
-func temporaryAPIError(err error) bool {
-	var ae *APIError
-	return errors.As(err, &ae) && ae.Temporary()
 }
 
 // resources reads the sandbox's size for cost estimates: its detail, or

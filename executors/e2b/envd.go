@@ -137,17 +137,11 @@ func (c *envdClient) start(ctx context.Context, op string, cfg processConfig, ti
 	}
 	defer resp.Body.Close()
 	if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "application/connect+json") {
-		return remote.ProcEnd{}, &StreamError{Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", remote.CleanMessage(ct))}
+		return remote.ProcEnd{}, &StreamError{Prefix: "e2b", Stream: "process", Op: op, Reason: fmt.Sprintf("response content type %q, want application/connect+json", remote.CleanMessage(ct))}
 	}
 	end, err := readProcessStream(&frameReader{r: resp.Body, max: MaxFrameBytes}, out, started)
 	if err != nil {
-		if cerr := ctx.Err(); cerr != nil {
-			return remote.ProcEnd{}, fmt.Errorf("e2b: %s: %w", op, cerr)
-		}
-		var se *StreamError
-		if errors.As(err, &se) && se.Op == "" {
-			se.Op = op
-		}
+		err = remote.StreamFailed(ctx, "e2b", op, err)
 		var re *RPCError
 		if errors.As(err, &re) && re.Op == "" {
 			re.Op = op

@@ -7,6 +7,8 @@ import (
 	"io"
 	"time"
 
+	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/internal/remote"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -27,33 +29,107 @@ rm -f ` + archiveName + `
 test -d repo
 `
 
-// setup uploads the archive into runDir and extracts it there. Any
-// failure is an infrastructure error.
-func (e *Executor) setup(ctx context.Context, envd *envdClient, arch io.Reader, size int64, runDir string, secrets []validation.Secret) (validation.Platform, error) {
-	var p validation.Platform
-	uctx, cancel := context.WithTimeout(ctx, e.opts.UploadTimeout)
-	defer cancel()
-	if err := envd.upload(uctx, runDir+"/"+archiveName, arch, size); err != nil {
-		return p, err
+// sandboxRun is one run's wire calls: the E2B API for the sandbox and
+// its egress, envd for files and processes (remote.Provider).
+type sandboxRun struct {
+	e        *Executor
+	req      executors.Request
+	egress   egressPlan
+	lifetime time.Duration
+	capped   bool // the lifetime was cut to the cap
+
+	createdAt time.Time
+	info      sandboxInfo
+	envd      *envdClient
+	runDir    string
+	network   *netState
+}
+
+var _ remote.Provider = (*sandboxRun)(nil)
+
+// Create asks the API for a sandbox with the run's lifetime and its
+// initial egress.
+func (r *sandboxRun) Create(ctx context.Context) (string, error) {
+	body := createRequest{
+		TemplateID: r.e.template(r.req.Run),
+		Timeout:    int64(r.lifetime / time.Second),
+		Secure:     true,
+		Metadata:   metadata(r.req.Labels),
 	}
-	capture := validation.NewCapture(SetupOutputBytes)
-	red := validation.NewRedactor(capture, secrets)
-	sctx, scancel := context.WithTimeout(ctx, e.opts.SetupTimeout+e.opts.StepGrace)
-	defer scancel()
-	end, err := envd.start(sctx, "prepare the checkout", processConfig{
-		Cmd: "/bin/sh", Args: []string{"-c", setupScript}, Envs: map[string]string{"LC_ALL": "C"}, Cwd: runDir,
-	}, e.opts.SetupTimeout, red, nil)
-	if ferr := red.Flush(); err == nil && ferr != nil {
-		err = fmt.Errorf("e2b: prepare the checkout: %w", ferr)
-	}
+	body.AllowInternetAccess, body.Network = r.egress.initial.allowInternet, r.egress.initial.config()
+	r.createdAt = time.Now()
+	info, err := r.e.api.create(ctx, body)
 	if err != nil {
-		return p, err
+		return "", err
 	}
-	out := capture.Output()
-	if !end.Exited || end.Code != 0 {
-		return p, fmt.Errorf("e2b: prepare the checkout: the setup process ended (%s): %q", end.Status, out.Head+out.Tail)
+	r.info = info
+	return info.SandboxID, nil
+}
+
+// Destroy kills the sandbox; one already gone is not an error.
+func (r *sandboxRun) Destroy(ctx context.Context, id string) error {
+	_, err := r.e.api.kill(ctx, id)
+	return err
+}
+
+// Open makes the envd client, redacts its access token, and notes the
+// sandbox, its egress and its size.
+func (r *sandboxRun) Open(ctx context.Context, s *remote.Session, res *executors.Result) error {
+	e, info := r.e, r.info
+	if info.EnvdAccessToken != "" {
+		s.Secrets = append(s.Secrets, validation.Secret{Name: "envdAccessToken", Value: info.EnvdAccessToken})
 	}
-	return remote.ParsePlatform(out.Head), nil
+	domain := e.opts.Domain
+	if info.Domain != nil && *info.Domain != "" {
+		domain = *info.Domain
+	}
+	r.envd = &envdClient{
+		base:      envdBaseURL(e.opts.EnvdURL, s.ID, domain),
+		sandboxID: s.ID,
+		token:     info.EnvdAccessToken,
+		user:      e.opts.User,
+		http:      e.http,
+	}
+	r.runDir = e.opts.WorkDir + "/run-" + s.Run
+	r.network = &netState{api: e.api, id: s.ID, egress: r.egress, current: r.egress.initial, callTimeout: e.opts.CallTimeout}
+	res.Notes = append(res.Notes,
+		fmt.Sprintf("E2B sandbox %s from template %s (envd %s)", s.ID, e.template(r.req.Run), remote.CleanMessage(info.EnvdVersion)),
+		r.egress.note(),
+		"step statuses were reported by the executor: each step's marker shell ran in the E2B sandbox; gilf did not observe the exit statuses",
+	)
+	if r.capped {
+		res.Notes = append(res.Notes, fmt.Sprintf("sandbox lifetime %v, capped by %s", r.lifetime, EnvTimeout))
+	}
+	res.Resources, res.Notes = e.resources(ctx, s.ID, res.Notes)
+	return nil
+}
+
+// Upload writes the archive into the run directory.
+func (r *sandboxRun) Upload(ctx context.Context, arch io.Reader, size int64) error {
+	return r.envd.upload(ctx, r.runDir+"/"+archiveName, arch, size)
+}
+
+// Setup runs setupScript as one envd process in the run directory.
+func (r *sandboxRun) Setup(ctx context.Context, budget time.Duration, out io.Writer) (remote.ProcEnd, error) {
+	return r.envd.start(ctx, "prepare the checkout", processConfig{
+		Cmd: "/bin/sh", Args: []string{"-c", setupScript}, Envs: map[string]string{"LC_ALL": "C"}, Cwd: r.runDir,
+	}, budget, out, nil)
+}
+
+// Steps runs each step as one envd process in the checkout, its egress
+// set before it, within the sandbox's lifetime.
+func (r *sandboxRun) Steps(sp *remote.StepPlan) remote.StepRunner {
+	sp.Cwd = r.runDir + "/" + archive.PackRoot
+	sp.Deadline = r.createdAt.Add(r.lifetime - r.e.opts.LifetimeMargin)
+	sp.Lifetime = fmt.Sprintf("the sandbox lifetime (%v, %s)", r.lifetime, EnvTimeout)
+	sp.BeforeStep = r.network.prepare
+	return &processRunner{envd: r.envd, cwd: sp.Cwd}
+}
+
+// Collect records the egress E2B enforced and the egress changes.
+func (r *sandboxRun) Collect(res *executors.Result) {
+	executors.RecordEgress(r.req.Plan, res.Steps, validation.EnforcedByProvider, r.egress.registry.allowOut)
+	res.Notes = append(res.Notes, r.network.notes...)
 }
 
 // processRunner runs each step's shell as one envd process.

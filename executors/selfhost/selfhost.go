@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -38,7 +37,7 @@ const (
 	// DiagnosticTailBytes is how much of the command's last output is
 	// kept (redacted, control characters escaped) to explain a command
 	// that failed before printing any marker.
-	DiagnosticTailBytes = 2048
+	DiagnosticTailBytes = cmdrun.DiagnosticTailBytes
 	// DefaultPath is the PATH the command gets when the worker's
 	// environment has none.
 	DefaultPath = cmdrun.DefaultPath
@@ -200,104 +199,42 @@ func ChildEnv(worker []string, network validation.Network, secrets []validation.
 
 // Run packs req.Dir and runs the plan through the command. See Executor
 // for how a run ends.
-func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
-	if r := executors.ProgramAvailable(e.Name(), e.argv[0]); r != nil {
-		return executors.Result{}, r
+func (e *Executor) Run(ctx context.Context, req executors.Request) (executors.Result, error) {
+	c := &cmdrun.Command{
+		Req: req, Prefix: "self-host", Program: e.argv[0], Who: "the self-host command",
+		TempRoot: e.opts.TempRoot, TempPattern: "gilf-selfhost-",
+		Stage: func(ctx context.Context, pkg string) (cmdrun.Staging, error) {
+			archivePath, shellPath, nonce, err := pack(ctx, pkg, req)
+			return cmdrun.Staging{Argv: Argv(e.argv, archivePath, shellPath, e.opts.Timeout), Dir: pkg, Nonce: nonce}, err
+		},
+		Env: e.env, Secrets: e.opts.Secrets, MaxOutputBytes: e.opts.MaxOutputBytes,
+		Timeout: e.opts.Timeout, KillGrace: e.opts.KillGrace, StepGrace: e.opts.StepGrace,
+		TimeoutNoStart: fmt.Errorf("self-host: the command printed no START marker within GILF_SELF_HOST_TIMEOUT_MS (%v); it was killed", e.opts.Timeout),
+		TimeoutWhy:     fmt.Sprintf("timed out: the self-host command exceeded GILF_SELF_HOST_TIMEOUT_MS (%v) and was killed", e.opts.Timeout),
+		TimeoutLater:   "not run: the self-host command was killed at GILF_SELF_HOST_TIMEOUT_MS",
+		Enforcement:    validation.EnforcedIntentOnly,
+		Cwd:            archive.PackRoot,
+		Notes: []string{
+			"step statuses were reported by the executor: the self-host command printed the markers; gilf did not observe the exit statuses",
+			fmt.Sprintf("network intent %q passed to the self-host command as %s; the command enforces it", e.opts.Network, NetworkEnv),
+		},
 	}
-	res = executors.Result{
+	c.Exited = func(x cmdrun.Exit) ([]string, error) {
+		switch {
+		case (x.Code != 0 || x.Signal != "") && !x.AnyStart:
+			return nil, fmt.Errorf("self-host: %s %s before printing any START marker; last output: %q",
+				e.argv[0], cmdrun.DescribeExit(x.Code, x.Signal), cmdrun.Diagnostic(x.Tail, DiagnosticTailBytes, x.Secrets))
+		case x.Code != 0 || x.Signal != "":
+			return []string{fmt.Sprintf("the self-host command %s after printing markers", cmdrun.DescribeExit(x.Code, x.Signal))}, nil
+		}
+		return c.UnreportedIssue(x.Res.Steps), nil
+	}
+	return remote.Run(ctx, executors.Result{
 		Executor:        e.Name(),
 		Tier:            e.opts.Tier,
 		SecretsWithheld: slices.Clone(e.withheld),
-		Started:         time.Now(),
 		Resources:       e.opts.Resources,
-	}
-	pkg, err := os.MkdirTemp(e.opts.TempRoot, "gilf-selfhost-")
-	if err != nil {
-		return executors.Result{}, fmt.Errorf("self-host: packaging directory: %w", err)
-	}
-	defer func() {
-		if rerr := os.RemoveAll(pkg); rerr != nil {
-			err = errors.Join(err, fmt.Errorf("self-host: remove packaging directory: %w", rerr))
-		}
-	}()
-	archivePath, shellPath, nonce, err := pack(ctx, pkg, req)
-	if err != nil {
-		return executors.Result{}, err
-	}
-	secrets := append(slices.Clone(req.Secrets), e.opts.Secrets...)
-	parser := validation.NewMarkerParser(req.Plan, nonce, validation.CaptureOptions{
-		MaxOutputBytes: e.opts.MaxOutputBytes,
-		Secrets:        secrets,
-		Now:            time.Now,
-	})
-	obs := cmdrun.NewObserver(req.Plan, nonce, parser, DiagnosticTailBytes)
-	pr := cmdrun.Run(ctx, cmdrun.Spec{
-		Argv:      Argv(e.argv, archivePath, shellPath, e.opts.Timeout),
-		Env:       e.env,
-		Dir:       pkg,
-		Stdout:    obs,
-		Stderr:    obs,
-		Timeout:   e.opts.Timeout,
-		KillGrace: e.opts.KillGrace,
-		StepGrace: e.opts.StepGrace,
-		Plan:      req.Plan,
-		Events:    obs.Events(),
-		Progress:  req.Progress,
-	})
-	res.Finished = time.Now()
-	if pr.StartErr != nil {
-		return executors.Result{}, fmt.Errorf("self-host: start %s: %w", e.argv[0], pr.StartErr)
-	}
-	steps, integrity := parser.Finish()
-	anyStart, open, tail := obs.State()
-	res.Steps = steps
-	for i := range res.Steps {
-		res.Steps[i].Cwd = archive.PackRoot
-	}
-	executors.RecordEgress(req.Plan, res.Steps, validation.EnforcedIntentOnly, nil)
-	res.Notes = []string{
-		"step statuses were reported by the executor: the self-host command printed the markers; gilf did not observe the exit statuses",
-		fmt.Sprintf("network intent %q passed to the self-host command as %s; the command enforces it", e.opts.Network, NetworkEnv),
-	}
-	issues := remote.SplitIssues(integrity)
-	code, signal, exited := cmdrun.ExitStatus(pr.WaitErr)
-	switch {
-	case pr.Stop == cmdrun.StopCancel:
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusKilled,
-			"killed: the run was cancelled", "not run: the run was cancelled")
-		res.Integrity = strings.Join(issues, "; ")
-		return res, errors.Join(ctx.Err(), pr.KillErr)
-	case pr.Stop == cmdrun.StopTimeout && !anyStart:
-		return res, errors.Join(fmt.Errorf("self-host: the command printed no START marker within GILF_SELF_HOST_TIMEOUT_MS (%v); it was killed", e.opts.Timeout), pr.KillErr)
-	case pr.Stop == cmdrun.StopTimeout:
-		why := fmt.Sprintf("timed out: the self-host command exceeded GILF_SELF_HOST_TIMEOUT_MS (%v) and was killed", e.opts.Timeout)
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, open, issues, validation.StatusTimedOut, why,
-			"not run: the self-host command was killed at GILF_SELF_HOST_TIMEOUT_MS")
-	case pr.Stop == cmdrun.StopStepTimeout:
-		st := req.Plan.Steps[pr.StopStep]
-		why := fmt.Sprintf("timed out: no END marker within the step's %v timeout plus %v; the host killed the self-host command", st.Timeout, e.opts.StepGrace)
-		issues = cmdrun.MarkStopped(res.Steps, req.Plan, pr.StopStep, issues, validation.StatusTimedOut, why,
-			fmt.Sprintf("not run: the host stopped the run when step %q timed out", st.Name))
-	case !exited:
-		return res, fmt.Errorf("self-host: wait for %s: %w", e.argv[0], pr.WaitErr)
-	case (code != 0 || signal != "") && !anyStart:
-		return res, fmt.Errorf("self-host: %s %s before printing any START marker; last output: %q",
-			e.argv[0], cmdrun.DescribeExit(code, signal), cmdrun.Diagnostic(tail, DiagnosticTailBytes, secrets))
-	case code != 0 || signal != "":
-		issues = append(issues, fmt.Sprintf("the self-host command %s after printing markers", cmdrun.DescribeExit(code, signal)))
-	default:
-		if missing := cmdrun.Unreported(res.Steps, req.Plan); len(missing) > 0 {
-			issues = append(issues, fmt.Sprintf("the self-host command exited 0 without reporting step(s) %s", strings.Join(missing, ", ")))
-		}
-	}
-	if errors.Is(pr.WaitErr, exec.ErrWaitDelay) {
-		res.Notes = append(res.Notes, "the command's output stayed open after it exited; output after that was not read")
-	}
-	res.Integrity = strings.Join(issues, "; ")
-	if pr.KillErr != nil {
-		return res, fmt.Errorf("self-host: cleanup: %w", pr.KillErr)
-	}
-	return res, nil
+	}, c)
 }
 
 // pack writes the repository archive and the marker shell into pkg.

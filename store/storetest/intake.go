@@ -195,7 +195,7 @@ func testRecordDeliveryCancelsInstallation(t *testing.T, e Engine) {
 
 func testRecordDeliveryAfterCloseFails(t *testing.T, e Engine) {
 	c := NewClock()
-	db, err := store.Open(context.Background(), t.TempDir()+"/x.db", Logger(t), store.Options{Now: c.Now})
+	db, err := e.Open(context.Background(), e.NewLocation(t), Logger(t), store.Options{Now: c.Now})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -419,34 +419,48 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
-	flusher := w.(http.Flusher)
-	flusher.Flush()
-	failed := false
-	send := func(event, data string) {
-		if failed {
-			return
-		}
-		var b bytes.Buffer
-		fmt.Fprintf(&b, "event: %s\n", event)
-		for _, line := range strings.Split(data, "\n") {
-			fmt.Fprintf(&b, "data: %s\n", line)
-		}
-		b.WriteString("\n")
-		if _, err := w.Write(b.Bytes()); err != nil {
-			failed = true
-			return
-		}
-		flusher.Flush()
-	}
+	sse := &sseWriter{w: w, flusher: w.(http.Flusher)}
+	sse.flusher.Flush()
 	p, err := s.start(sb, []string{"/bin/bash", "-c", strings.Join(quoted, " ")}, dir, deadline)
 	if err != nil {
-		send("error", fmt.Sprintf(`{"error":%q,"code":"exec_error"}`, err.Error()))
+		sse.send("error", fmt.Sprintf(`{"error":%q,"code":"exec_error"}`, err.Error()))
 		return
 	}
+	streamExec(sse, p, kind)
+}
+
+// sseWriter writes server-sent events; after a failed write it writes
+// nothing more.
+type sseWriter struct {
+	w       http.ResponseWriter
+	flusher http.Flusher
+	failed  bool
+}
+
+func (s *sseWriter) send(event, data string) {
+	if s.failed {
+		return
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "event: %s\n", event)
+	for _, line := range strings.Split(data, "\n") {
+		fmt.Fprintf(&b, "data: %s\n", line)
+	}
+	b.WriteString("\n")
+	if _, err := s.w.Write(b.Bytes()); err != nil {
+		s.failed = true
+		return
+	}
+	s.flusher.Flush()
+}
+
+// streamExec sends the process's output and its exit as the exec's
+// events, with the injected fault kind.
+func streamExec(sse *sseWriter, p *proc, kind FaultKind) {
 	for ev := range p.events {
 		if ev.state == nil {
-			send(ev.stream, base64.StdEncoding.EncodeToString(ev.data))
-			if kind == FaultCutStream || failed {
+			sse.send(ev.stream, base64.StdEncoding.EncodeToString(ev.data))
+			if kind == FaultCutStream || sse.failed {
 				go func() {
 					for range p.events {
 					}
@@ -463,10 +477,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 			panic(http.ErrAbortHandler)
 		case kind == FaultNoExit:
 		case kind == FaultErrorEvent:
-			send("error", `{"error":"exec failed: injected","code":"exec_transport_error"}`)
+			sse.send("error", `{"error":"exec failed: injected","code":"exec_transport_error"}`)
 		default:
 			code := ev.state.ExitCode() // -1 when killed by a signal: code ?? -1
-			send("exit", fmt.Sprintf(`{"exit_code":%d}`, code))
+			sse.send("exit", fmt.Sprintf(`{"exit_code":%d}`, code))
 		}
 	}
 }

@@ -98,11 +98,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		sb.token = randomHex(16)
 	}
 	sb.dir = filepath.Join(s.root, sb.id)
-	if err := os.MkdirAll(filepath.Join(sb.dir, filepath.FromSlash(Home)), 0o755); err != nil {
-		writeJSON(w, http.StatusInternalServerError, errorBody(500, err.Error()))
-		return
-	}
-	if err := os.MkdirAll(filepath.Join(sb.dir, "tmp"), 0o1777); err != nil {
+	if err := makeDirs(sb.dir); err != nil {
 		writeJSON(w, http.StatusInternalServerError, errorBody(500, err.Error()))
 		return
 	}
@@ -130,6 +126,14 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) {
 		"trafficAccessToken": nil,
 		"domain":             domain,
 	})
+}
+
+// makeDirs makes a new sandbox's home and /tmp under dir.
+func makeDirs(dir string) error {
+	if err := os.MkdirAll(filepath.Join(dir, filepath.FromSlash(Home)), 0o755); err != nil {
+		return err
+	}
+	return os.MkdirAll(filepath.Join(dir, "tmp"), 0o1777)
 }
 
 func (s *Server) detail(w http.ResponseWriter, id string) {

@@ -62,6 +62,36 @@ func (s *Server) serveEnvd(w http.ResponseWriter, r *http.Request, hostID string
 	}
 }
 
+// written is envd's EntryInfo for an uploaded file.
+type written struct {
+	Path string `json:"path"`
+	Name string `json:"name"`
+	Type string `json:"type"`
+}
+
+// storeFile writes body to target in the sandbox's file system.
+func storeFile(sb *sandbox, target string, body io.Reader) (written, error) {
+	hp, ok := sb.hostPath(target)
+	if !ok {
+		return written{}, fmt.Errorf("path %q is outside the sandbox user's reach", target)
+	}
+	if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
+		return written{}, err
+	}
+	f, err := os.Create(hp)
+	if err != nil {
+		return written{}, err
+	}
+	_, cerr := io.Copy(f, body)
+	if err := f.Close(); cerr == nil {
+		cerr = err
+	}
+	if cerr != nil {
+		return written{}, cerr
+	}
+	return written{Path: path.Clean(target), Name: path.Base(target), Type: "file"}, nil
+}
+
 func knownUser(u string) bool { return u == "" || u == "user" || u == "root" }
 
 func (s *Server) files(w http.ResponseWriter, r *http.Request, sb *sandbox) {
@@ -74,33 +104,13 @@ func (s *Server) files(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeJSON(w, http.StatusUnauthorized, errorBody(401, "invalid user "+q.Get("username")))
 		return
 	}
-	type written struct {
-		Path string `json:"path"`
-		Name string `json:"name"`
-		Type string `json:"type"`
-	}
 	var out []written
 	store := func(target string, body io.Reader) error {
-		hp, ok := sb.hostPath(target)
-		if !ok {
-			return fmt.Errorf("path %q is outside the sandbox user's reach", target)
+		wr, err := storeFile(sb, target, body)
+		if err == nil {
+			out = append(out, wr)
 		}
-		if err := os.MkdirAll(filepath.Dir(hp), 0o755); err != nil {
-			return err
-		}
-		f, err := os.Create(hp)
-		if err != nil {
-			return err
-		}
-		_, cerr := io.Copy(f, body)
-		if err := f.Close(); cerr == nil {
-			cerr = err
-		}
-		if cerr != nil {
-			return cerr
-		}
-		out = append(out, written{Path: path.Clean(target), Name: path.Base(target), Type: "file"})
-		return nil
+		return err
 	}
 	mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type"))
 	if err != nil {
@@ -219,19 +229,8 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		writeJSON(w, http.StatusUnauthorized, map[string]any{"message": "unauthorized access, please provide a valid access token or method signing if supported", "code": 401})
 		return
 	}
-	var hdr [5]byte
-	if _, err := io.ReadFull(r.Body, hdr[:]); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "no request envelope"})
-		return
-	}
-	size := binary.BigEndian.Uint32(hdr[1:])
-	if hdr[0] != 0 || size > MaxRequestFrameBytes {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "bad request envelope"})
-		return
-	}
-	msg := make([]byte, size)
-	if _, err := io.ReadFull(r.Body, msg); err != nil {
-		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "truncated request envelope"})
+	msg, ok := readEnvelope(w, r)
+	if !ok {
 		return
 	}
 	var req struct {
@@ -286,6 +285,33 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 	}
 	st.event("start", map[string]any{"pid": p.pid})
 	st.event("keepalive", map[string]any{})
+	streamProcess(w, st, p, kind, fault.Code)
+}
+
+// readEnvelope reads Start's one request envelope; a missing, malformed
+// or truncated one is answered here (ok false).
+func readEnvelope(w http.ResponseWriter, r *http.Request) (msg []byte, ok bool) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r.Body, hdr[:]); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "no request envelope"})
+		return nil, false
+	}
+	size := binary.BigEndian.Uint32(hdr[1:])
+	if hdr[0] != 0 || size > MaxRequestFrameBytes {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "bad request envelope"})
+		return nil, false
+	}
+	msg = make([]byte, size)
+	if _, err := io.ReadFull(r.Body, msg); err != nil {
+		writeJSON(w, http.StatusBadRequest, map[string]any{"code": "invalid_argument", "message": "truncated request envelope"})
+		return nil, false
+	}
+	return msg, true
+}
+
+// streamProcess sends the started process's output and end as Start's response
+// frames, with the injected fault kind (code for FaultEndStreamError).
+func streamProcess(w http.ResponseWriter, st *stream, p *proc, kind FaultKind, code string) {
 	if kind == FaultTruncatedEnvelope {
 		var h [5]byte
 		binary.BigEndian.PutUint32(h[1:], 100)
@@ -315,7 +341,7 @@ func (s *Server) start(w http.ResponseWriter, r *http.Request, sb *sandbox) {
 		}
 		switch {
 		case kind == FaultEndStreamError:
-			st.end(fault.Code, "injected: "+fault.Code)
+			st.end(code, "injected: "+code)
 		case p.timedOut.Load():
 			st.end("deadline_exceeded", "context deadline exceeded")
 		default:

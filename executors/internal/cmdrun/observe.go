@@ -10,6 +10,11 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
+// DiagnosticTailBytes is how much of a command's last output is kept
+// (redacted, control characters escaped) to explain a command that
+// failed before printing any marker.
+const DiagnosticTailBytes = 2048
+
 // MarkerEvent is a START or END line for a runnable planned step, as the
 // Observer saw it go by. The MarkerParser stays the authority on results;
 // events only drive Progress and the host's per-step deadline.

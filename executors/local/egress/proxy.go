@@ -72,7 +72,7 @@ const (
 	logKeyHost   = "host"
 	logKeyPort   = "port"
 	logKeyReason = "reason"
-	logKeyError  = "error"
+	logKeyError  = "err"
 )
 
 // Config configures a Proxy. Zero fields take defaults.

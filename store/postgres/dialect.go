@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"strconv"
@@ -11,11 +11,12 @@ import (
 // postgres.go) rewrites each statement's text before it reaches the
 // server: placeholders become $N, and SQLite's INDEXED BY hints are
 // dropped (PostgreSQL's planner picks the partial indexes itself). The few
-// statements that need a function only one engine has take it from the
-// engine interface (engine.go).
+// statements that need a function only one engine has take it from
+// store.Driver.
 
 // rewritten caches rewriteForPostgres by statement text: the store's
-// statements are constants, so the cache holds a few dozen entries.
+// statements are constants, but for a chain's two inserts, one text per
+// chain length (at most Options.MaxBatch each): a few hundred entries.
 var rewritten sync.Map // string → string
 
 // postgresSQL returns q in PostgreSQL's dialect, cached.

@@ -1,11 +1,13 @@
-package store
+package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -17,12 +19,19 @@ func BenchmarkAttemptTriggers(b *testing.B) {
 	const jobs = 2000
 	ctx := context.Background()
 	measure := func(keep bool) time.Duration {
-		db := openInternal(b, Options{})
+		db := openInternal(b, store.Options{})
 		if !keep {
+			w, err := sql.Open("sqlite", dsn(db.path, store.Options{}.WithDefaults(), false))
+			if err != nil {
+				b.Fatal(err)
+			}
 			for _, tr := range []string{"job_attempt_started", "job_attempt_ended"} {
-				if _, err := db.w.ExecContext(ctx, `DROP TRIGGER `+tr); err != nil {
+				if _, err := w.ExecContext(ctx, `DROP TRIGGER `+tr); err != nil {
 					b.Fatal(err)
 				}
+			}
+			if err := w.Close(); err != nil {
+				b.Fatal(err)
 			}
 		}
 		for i := range jobs {
@@ -40,7 +49,7 @@ func BenchmarkAttemptTriggers(b *testing.B) {
 			if err != nil || !ok {
 				b.Fatalf("claim: %v %v", ok, err)
 			}
-			if _, err := db.Finish(ctx, j.Lease, RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}}); err != nil {
+			if _, err := db.Finish(ctx, j.Lease, store.RunRecord{Record: validation.Record{Outcome: validation.OutcomePassed}}); err != nil {
 				b.Fatal(err)
 			}
 		}

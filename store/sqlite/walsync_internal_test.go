@@ -1,4 +1,4 @@
-package store
+package sqlite
 
 import (
 	"context"
@@ -12,17 +12,28 @@ import (
 	"testing"
 	"time"
 
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
-func openInternal(t testing.TB, opts Options) *DB {
+// testDB is a store and its driver.
+type testDB struct {
+	*store.DB
+	drv  *driver
+	path string
+}
+
+func (d testDB) lite() *driver { return d.drv }
+
+func openInternal(t testing.TB, opts store.Options) testDB {
 	t.Helper()
-	db, err := Open(context.Background(), filepath.Join(t.TempDir(), "s.db"), slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
+	path := filepath.Join(t.TempDir(), "s.db")
+	db, drv, err := open(context.Background(), path, slog.New(slog.NewTextHandler(io.Discard, nil)), opts)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { db.Close() })
-	return db
+	return testDB{db, drv, path}
 }
 
 func lone(id string) validation.Delivery {
@@ -30,7 +41,7 @@ func lone(id string) validation.Delivery {
 }
 
 // queuedJob records a delivery with a job, so a Claim has work to take.
-func queuedJob(t *testing.T, db *DB, id string) {
+func queuedJob(t *testing.T, db testDB, id string) {
 	t.Helper()
 	d := lone(id)
 	d.Event, d.Status = "pull_request", validation.DeliveryQueued
@@ -47,15 +58,15 @@ func queuedJob(t *testing.T, db *DB, id string) {
 // SynchronousNormal the store never fsyncs the WAL, and both succeed.
 func TestFullSyncsBeforeAnswering(t *testing.T) {
 	for _, tt := range []struct {
-		level Synchronous
+		level store.Synchronous
 		sync  bool
 	}{
-		{SynchronousFull, true},
-		{SynchronousNormal, false},
+		{store.SynchronousFull, true},
+		{store.SynchronousNormal, false},
 	} {
 		t.Run(string(tt.level), func(t *testing.T) {
 			for _, write := range []string{"intake", "claim"} {
-				db := openInternal(t, Options{Synchronous: tt.level})
+				db := openInternal(t, store.Options{Synchronous: tt.level})
 				queuedJob(t, db, "d1")
 				breakWAL(t, db)
 				var err error
@@ -64,7 +75,7 @@ func TestFullSyncsBeforeAnswering(t *testing.T) {
 				} else {
 					_, _, err = db.Claim(context.Background(), "w", time.Minute)
 				}
-				if synced := errors.Is(err, ErrNotDurable); synced != tt.sync || !synced && err != nil {
+				if synced := errors.Is(err, store.ErrNotDurable); synced != tt.sync || !synced && err != nil {
 					t.Fatalf("%s with a WAL whose fsync fails: %v; want an fsync: %v", write, err, tt.sync)
 				}
 			}
@@ -75,7 +86,7 @@ func TestFullSyncsBeforeAnswering(t *testing.T) {
 // breakWAL closes the descriptor the store fsyncs the WAL with, so the
 // next fsync fails, as a disk error would; a new one is in place for
 // Close at the end of the test.
-func breakWAL(t *testing.T, db *DB) {
+func breakWAL(t *testing.T, db testDB) {
 	t.Helper()
 	w := db.lite().wal
 	w.mu.Lock()
@@ -92,19 +103,19 @@ func breakWAL(t *testing.T, db *DB) {
 
 // TestFailedWALSyncRefusesWrites: after a failed fsync nothing is
 // acknowledged — the delivery in flight, later deliveries and other write
-// transactions all fail with ErrNotDurable.
+// transactions all fail with store.ErrNotDurable.
 func TestFailedWALSyncRefusesWrites(t *testing.T) {
-	db := openInternal(t, Options{})
+	db := openInternal(t, store.Options{})
 	queuedJob(t, db, "ok")
 	breakWAL(t, db)
-	if _, err := db.RecordDelivery(context.Background(), lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("delivery in flight: %v, want ErrNotDurable", err)
+	if _, err := db.RecordDelivery(context.Background(), lone("in-flight"), nil); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("delivery in flight: %v, want store.ErrNotDurable", err)
 	}
-	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("later delivery: %v, want ErrNotDurable", err)
+	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("later delivery: %v, want store.ErrNotDurable", err)
 	}
-	if _, _, err := db.Claim(context.Background(), "w", time.Minute); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("claim: %v, want ErrNotDurable", err)
+	if _, _, err := db.Claim(context.Background(), "w", time.Minute); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("claim: %v, want store.ErrNotDurable", err)
 	}
 }
 
@@ -151,7 +162,7 @@ func TestWALReopenedWhenReplaced(t *testing.T) {
 
 // stream records each lone deliveries of 2 KB (their count) from each of
 // 8 goroutines, each pausing 2 ms after every pauseEvery of them (0: never).
-func stream(t *testing.T, db *DB, each, pauseEvery int) {
+func stream(t *testing.T, db testDB, each, pauseEvery int) {
 	t.Helper()
 	body := make([]byte, 2048)
 	var wg sync.WaitGroup
@@ -180,7 +191,7 @@ func stream(t *testing.T, db *DB, each, pauseEvery int) {
 // several times larger.
 func TestBusyCheckpointBytes(t *testing.T) {
 	run := func(limit int64) (walBytes int64) {
-		db := openInternal(t, Options{Synchronous: SynchronousNormal, CheckpointInterval: time.Hour,
+		db := openInternal(t, store.Options{Synchronous: store.SynchronousNormal, CheckpointInterval: time.Hour,
 			BusyCheckpointInterval: time.Millisecond, BusyCheckpointBytes: limit})
 		stream(t, db, 400, 50) // a steady stream, across many batches
 		info, err := os.Stat(db.lite().wal.path)
@@ -198,47 +209,3 @@ func TestBusyCheckpointBytes(t *testing.T) {
 			small, capped, never, small+slack)
 	}
 }
-
-// TestBodyLogFailures: a body that cannot be written fails its delivery
-// alone, without its row (the next one, once the file works again, is
-// stored); a failed
-// fsync of the body log refuses every later delivery.
-func TestBodyLogFailures(t *testing.T) {
-	db := openInternal(t, Options{})
-	queuedJob(t, db, "ok")
-	name := db.lite().bodies.cur.f.Name()
-	if err := db.lite().bodies.cur.f.Close(); err != nil { // writes fail, as on a disk error
-		t.Fatal(err)
-	}
-	if _, err := db.RecordDelivery(context.Background(), lone("unwritten"), nil); err == nil {
-		t.Fatal("delivery acknowledged although its body could not be written")
-	}
-	// Its transaction waited for the body and did not commit: no row
-	// names a body that is not on disk.
-	if n, err := db.CountDeliveries(context.Background()); err != nil || n != 1 {
-		t.Fatalf("deliveries after a failed body write = %d, %v; want 1 (only the first)", n, err)
-	}
-	f, err := os.OpenFile(name, os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	db.lite().bodies.cur.f = f
-	if _, err := db.RecordDelivery(context.Background(), lone("written"), nil); err != nil {
-		t.Fatalf("after a failed write, the next delivery: %v", err)
-	}
-	if err := f.Close(); err != nil { // now the fsync fails
-		t.Fatal(err)
-	}
-	if err := db.lite().bodies.sync(db.lite().bodies.cur); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("fsync of a broken segment: %v, want ErrNotDurable", err)
-	}
-	if db.lite().bodies.cur.f, err = os.OpenFile(name, os.O_RDWR, 0); err != nil { // for Close
-		t.Fatal(err)
-	}
-	if _, err := db.RecordDelivery(context.Background(), lone("later"), nil); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("delivery after a failed fsync: %v, want ErrNotDurable", err)
-	}
-}
-
-// lite is d's SQLite engine.
-func (d *DB) lite() *sqliteEngine { return d.eng.(*sqliteEngine) }

@@ -1,16 +1,18 @@
-package store
+package sqlite
 
 import (
 	"context"
 	"errors"
 	"os"
 	"testing"
+
+	"github.com/gilf-review/gilf/store"
 )
 
 // TestReadyPoisoned: after a failed WAL fsync, Ready reports
-// ErrNotDurable at once, without waiting for a cached probe to expire.
+// store.ErrNotDurable at once, without waiting for a cached probe to expire.
 func TestReadyPoisoned(t *testing.T) {
-	db := openInternal(t, Options{})
+	db := openInternal(t, store.Options{})
 	ctx := context.Background()
 	if err := db.Ready(ctx); err != nil {
 		t.Fatalf("fresh store: %v", err)
@@ -21,11 +23,11 @@ func TestReadyPoisoned(t *testing.T) {
 		t.Fatal(err)
 	}
 	db.lite().wal.mu.Unlock()
-	if _, err := db.RecordDelivery(ctx, lone("in-flight"), nil); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("delivery: %v, want ErrNotDurable", err)
+	if _, err := db.RecordDelivery(ctx, lone("in-flight"), nil); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("delivery: %v, want store.ErrNotDurable", err)
 	}
-	if err := db.Ready(ctx); !errors.Is(err, ErrNotDurable) {
-		t.Fatalf("Ready after a failed fsync: %v, want ErrNotDurable", err)
+	if err := db.Ready(ctx); !errors.Is(err, store.ErrNotDurable) {
+		t.Fatalf("Ready after a failed fsync: %v, want store.ErrNotDurable", err)
 	}
 	db.lite().wal.mu.Lock()
 	db.lite().wal.f, _ = os.Open(db.lite().wal.path) // for Close

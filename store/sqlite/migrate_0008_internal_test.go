@@ -1,9 +1,12 @@
-package store
+package sqlite
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 	"testing"
+
+	"github.com/gilf-review/gilf/store"
 )
 
 // 0008 gives the runs recorded without times (refusals) their job's last
@@ -25,10 +28,15 @@ func TestMigration0008StampsRefusedRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	db := upgrade(t, w, path)
+	upgrade(t, w, path)
+	r, err := sql.Open("sqlite", dsn(path, store.Options{}.WithDefaults(), true))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
 	for id, want := range map[int][2]int64{1: {86400000, 86400000}, 2: {5000, 9000}} {
 		var s, f int64
-		if err := db.r.QueryRowContext(ctx, `SELECT started_at, finished_at FROM runs WHERE id = ?`, id).Scan(&s, &f); err != nil {
+		if err := r.QueryRowContext(ctx, `SELECT started_at, finished_at FROM runs WHERE id = ?`, id).Scan(&s, &f); err != nil {
 			t.Fatal(err)
 		}
 		if s != want[0] || f != want[1] {
@@ -37,7 +45,7 @@ func TestMigration0008StampsRefusedRuns(t *testing.T) {
 	}
 	// The old job's attempt ran before 0008: none recorded, none made up.
 	var n int
-	if err := db.r.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempts`).Scan(&n); err != nil || n != 0 {
+	if err := r.QueryRowContext(ctx, `SELECT COUNT(*) FROM job_attempts`).Scan(&n); err != nil || n != 0 {
 		t.Errorf("attempts after 0008: %d, %v", n, err)
 	}
 }

@@ -1,4 +1,4 @@
-package store
+package postgres
 
 import (
 	"context"
@@ -6,7 +6,6 @@ import (
 	"database/sql/driver"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"strings"
 	"time"
@@ -16,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/gilf-review/gilf/migrations"
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store"
 )
 
 // PostgreSQL defaults. Each is a named limit with a test at its boundary.
@@ -25,15 +24,11 @@ const (
 	// (GILF_DATABASE_MAX_CONNS), reads and writes; LISTEN holds one more
 	// connection.
 	DefaultMaxConns = 16
-	// DefaultIntakeWriters is how many group-commit writers a replica runs
+	// IntakeWriters is how many group-commit writers a replica runs
 	// on PostgreSQL: each takes every delivery waiting and commits them in
 	// one transaction on its own connection, so commits overlap (SQLite
 	// has one writer: the file has one write lock).
-	DefaultIntakeWriters = 4
-	// MaxSerializationRetries is how often a write transaction that lost a
-	// serialization conflict to another replica (SQLSTATE 40001, 40P01) is
-	// run again before its error is returned.
-	MaxSerializationRetries = 20
+	IntakeWriters = 4
 	// migrationLockID is the advisory lock replicas take to apply
 	// migrations one at a time ("gilf" in ASCII).
 	migrationLockID = 0x67696c66
@@ -42,21 +37,21 @@ const (
 	JobsChannel = "gilf_jobs"
 )
 
-// IsPostgresURL reports whether url selects the PostgreSQL engine.
-func IsPostgresURL(url string) bool {
+// IsURL reports whether url selects the PostgreSQL engine.
+func IsURL(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
 
-// OpenPostgres connects to the PostgreSQL database at url (postgres://…),
+// Open connects to the PostgreSQL database at url (postgres://…),
 // applies pending migrations under an advisory lock (replicas starting
 // together apply each one once), and starts the group-commit writers.
 // Several replicas may share the database: claims never hand a job to
 // two of them, and every write a worker makes is fenced by its lease.
-func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Options) (*DB, error) {
+func Open(ctx context.Context, url string, logger *slog.Logger, opts store.Options) (*store.DB, error) {
 	if logger == nil {
 		return nil, errors.New("open store: nil logger")
 	}
-	if !IsPostgresURL(url) {
+	if !IsURL(url) {
 		return nil, errors.New("open store: not a postgres:// URL")
 	}
 	cfg, err := pgx.ParseConfig(url)
@@ -64,12 +59,9 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 		// pgx's error quotes the URL, password included: say only why.
 		return nil, fmt.Errorf("open store: invalid PostgreSQL URL: %s", redactURLError(err))
 	}
-	opts = opts.withDefaults()
+	opts = opts.WithDefaults()
 	if opts.MaxConns <= 0 {
 		opts.MaxConns = DefaultMaxConns
-	}
-	if opts.IntakeWriters <= 0 {
-		opts.IntakeWriters = DefaultIntakeWriters
 	}
 	where := fmt.Sprintf("%s@%s/%s", cfg.User, cfg.Host, cfg.Database)
 	open := func(n int) *sql.DB {
@@ -85,11 +77,9 @@ func OpenPostgres(ctx context.Context, url string, logger *slog.Logger, opts Opt
 	}
 	// One pool for reads and writes: GILF_DATABASE_MAX_CONNS is then what
 	// a replica may hold (and one more session for LISTEN).
-	r := w
-	d := newDB(w, r, logger, opts, opts.IntakeWriters)
-	d.eng = &postgresEngine{d: d, cfg: cfg}
-	if err := d.start(ctx); err != nil {
-		return nil, errors.Join(fmt.Errorf("open store %s: %w", where, err), w.Close())
+	d, err := store.New(ctx, w, w, &pgStore{cfg: cfg, log: logger}, logger, opts, IntakeWriters)
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", where, err)
 	}
 	return d, nil
 }
@@ -123,17 +113,17 @@ func migratePostgres(ctx context.Context, w *sql.DB, now func() time.Time, log *
 			err = errors.Join(err, fmt.Errorf("migrate: release the migration lock: %w", uerr))
 		}
 	}()
-	return migrateFS(ctx, conn, postgresMigrationsTable, migrations.Postgres, now, log)
+	return store.Migrate(ctx, conn, postgresMigrationsTable, migrations.Postgres, now, log)
 }
 
-// postgresEngine is PostgreSQL's engine: a pool shared by reads and
-// writes, replicas sharing the database, bodies in their rows.
-type postgresEngine struct {
-	d   *DB
+// pgStore is PostgreSQL's store.Driver: a pool shared by reads and
+// writes, replicas sharing the database.
+type pgStore struct {
 	cfg *pgx.ConnConfig // for the sessions outside the pool (LISTEN, task locks)
+	log *slog.Logger
 }
 
-var _ engine = (*postgresEngine)(nil)
+var _ store.Driver = (*pgStore)(nil)
 
 // postgresMigrationsTable is schema_migrations in PostgreSQL's types.
 const postgresMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -142,11 +132,11 @@ const postgresMigrationsTable = `CREATE TABLE IF NOT EXISTS schema_migrations (
 		applied_at BIGINT NOT NULL
 	)`
 
-func (e *postgresEngine) name() Engine { return EnginePostgres }
+func (e *pgStore) Engine() store.Engine { return store.EnginePostgres }
 
-// writeTx: SERIALIZABLE, so the rules written for one writer hold among
+// WriteTx: SERIALIZABLE, so the rules written for one writer hold among
 // replicas too; a transaction that lost a conflict runs again.
-func (e *postgresEngine) writeTx() *sql.TxOptions {
+func (e *pgStore) WriteTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelSerializable}
 }
 
@@ -155,72 +145,59 @@ func (e *postgresEngine) writeTx() *sql.TxOptions {
 // a different job instead of conflicting on the first one; the lease
 // rescues in the same transaction re-check their WHERE on the row's
 // newest version, so a job is rescued once.
-func (e *postgresEngine) claimTx() *sql.TxOptions {
+func (e *pgStore) ClaimTx() *sql.TxOptions {
 	return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 }
 
-func (e *postgresEngine) claimSQL() string { return claimPostgres }
+func (e *pgStore) ClaimLock() string { return " FOR UPDATE SKIP LOCKED" }
 
 // intakeTx: a batch whose every delivery touches only its own pull
 // request's jobs runs READ COMMITTED under the pull requests' locks
 // (lockPRs): deliveries of one pull request take turns on its lock,
 // others commit side by side. Under SERIALIZABLE, new heads of one pull
 // request arriving together would abort each other instead.
-func (e *postgresEngine) intakeTx(byPR bool) *sql.TxOptions {
+func (e *pgStore) IntakeTx(byPR bool) *sql.TxOptions {
 	if byPR {
 		return &sql.TxOptions{Isolation: sql.LevelReadCommitted}
 	}
-	return e.writeTx()
+	return e.WriteTx()
 }
 
-func (e *postgresEngine) lockPRs(ctx context.Context, tx *sql.Tx, keys []int64) error {
+// sqlLockPRs takes the pull requests' advisory locks in key order, so two
+// batches never hold one each of the other's.
+const sqlLockPRs = `SELECT pg_advisory_xact_lock(k) FROM (SELECT unnest(CAST(? AS BIGINT[])) AS k ORDER BY k) AS l`
+
+func (e *pgStore) LockPRs(ctx context.Context, tx *sql.Tx, keys []int64) error {
 	_, err := tx.ExecContext(ctx, sqlLockPRs, keys)
 	return err
 }
 
 // notify wakes every replica's workers (Listen) with the commit.
-func (e *postgresEngine) notify(ctx context.Context, tx *sql.Tx) error {
-	_, err := tx.ExecContext(ctx, sqlNotifyJobs, JobsChannel)
+func (e *pgStore) Notify(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `SELECT pg_notify(?, '')`, JobsChannel)
 	return err
 }
 
-func (e *postgresEngine) jsonEach(param string) string {
+func (e *pgStore) JSONEach(param string) string {
 	return "json_array_elements_text(CAST(" + param + " AS json))"
 }
 
-func (e *postgresEngine) dayOf(col string) string {
+func (e *pgStore) DayOf(col string) string {
 	return "to_char(to_timestamp(" + col + " / 1000) AT TIME ZONE 'UTC', 'YYYY-MM-DD')"
 }
 
-func (e *postgresEngine) recordNewSQL() string { return sqlRecordNew }
-
-func (e *postgresEngine) jobInsertSQL() [3]string { return [3]string{} }
-
-// chains: runPipelined records PostgreSQL's chains (sqlChainPostgres).
-func (e *postgresEngine) chains([]*intakeReq) [][]int { return nil }
-
-func (e *postgresEngine) recordChain(context.Context, boundStmts, []*intakeReq, []int, []intakeRes) error {
-	return errors.New("record chain: not on PostgreSQL")
+// JobIDs: the sequence's next values, which no other transaction draws.
+func (e *pgStore) JobIDs() string {
+	return `SELECT id FROM (SELECT nextval('jobs_id_seq') AS id FROM generate_series(1, CAST(?1 AS BIGINT))) AS s ORDER BY id`
 }
 
-func (e *postgresEngine) insertJob(ctx context.Context, st boundStmts, del validation.Delivery, job *validation.JobSpec, now int64) (int64, string, error) {
-	return insertJobPG(ctx, st, del, job, now)
-}
-
-// commit records a batch, bodies in their rows, in one transaction.
-func (e *postgresEngine) commit(ctx context.Context, batch []*intakeReq) {
-	e.d.commitInline(ctx, batch)
-}
-func (e *postgresEngine) betweenBatches(context.Context) {}
-func (e *postgresEngine) writerDone()                    {}
-
-// durable: the server synced the commit; failed: no files of its own.
-func (e *postgresEngine) durable() error { return nil }
-func (e *postgresEngine) failed() error  { return nil }
+// Durable: the server synced the commit; Failed: no files of its own.
+func (e *pgStore) Durable() error { return nil }
+func (e *pgStore) Failed() error  { return nil }
 
 // checkWritable: a standby (a failover that landed on a replica) or a
 // read-only database answers reads only.
-func (e *postgresEngine) checkWritable(ctx context.Context, tx *sql.Tx) error {
+func (e *pgStore) CheckWritable(ctx context.Context, tx *sql.Tx) error {
 	var standby bool
 	var readOnly string
 	if err := tx.QueryRowContext(ctx, `SELECT pg_is_in_recovery(), current_setting('transaction_read_only')`).Scan(&standby, &readOnly); err != nil {
@@ -235,24 +212,12 @@ func (e *postgresEngine) checkWritable(ctx context.Context, tx *sql.Tx) error {
 	return nil
 }
 
-// rowBody: a body in its row is encoded as the body log's are.
-func (e *postgresEngine) rowBody(b []byte) ([]byte, error) { return decodeBody(b) }
-
-func (e *postgresEngine) loggedBody(bodyRef) ([]byte, error) {
-	return nil, fmt.Errorf("%w: a body log reference on PostgreSQL", ErrBodyCorrupt)
+// Backup: a PostgreSQL database is the server's to back up.
+func (e *pgStore) Backup(_ context.Context, dest string) (store.BackupResult, error) {
+	return store.BackupResult{Path: dest}, fmt.Errorf("backup to %s: %w", dest, store.ErrBackupPostgres)
 }
 
-// pruneBodies: every body is in its row.
-func (e *postgresEngine) pruneBodies(ctx context.Context, cutoff int64, res *PruneResult) error {
-	return e.d.pruneRowBodies(ctx, cutoff, nil, res)
-}
-
-// backup: a PostgreSQL database is the server's to back up.
-func (e *postgresEngine) backup(_ context.Context, dest string) (BackupResult, error) {
-	return BackupResult{Path: dest}, fmt.Errorf("backup to %s: %w", dest, ErrBackupPostgres)
-}
-
-func (e *postgresEngine) close() error { return nil }
+func (e *pgStore) Close() error { return nil }
 
 // pgConnector hands database/sql connections whose statements are
 // rewritten from the store's dialect into PostgreSQL's (dialect.go).
@@ -289,32 +254,18 @@ func (c pgConn) QueryContext(ctx context.Context, q string, args []driver.NamedV
 	return c.Conn.QueryContext(ctx, postgresSQL(q), args)
 }
 
-// retryable reports whether a failed write transaction can run again: a
+// Retryable reports whether a failed write transaction can run again: a
 // serialization failure or a deadlock the server broke (the transaction
 // will see the winner's commit), or a failure to begin — a pooled
 // connection the server ended (a restart, a failover) is only found dead
 // when used, and nothing was written on it.
-func (e *postgresEngine) retryable(err error) bool {
+func (e *pgStore) Retryable(err error) bool {
 	var pe *pgconn.PgError
-	var be *beginError
-	return errors.As(err, &be) || errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
+	return errors.Is(err, store.ErrBegin) || errors.As(err, &pe) && (pe.Code == "40001" || pe.Code == "40P01")
 }
 
-// beginError is a transaction that failed to begin.
-type beginError struct{ err error }
-
-func (e *beginError) Error() string { return "begin: " + e.err.Error() }
-func (e *beginError) Unwrap() error { return e.err }
-
-// Listen wakes: it sends on wake (without blocking: one pending wake-up is
-// enough) whenever any replica's intake queued a job, until ctx ends. It
-// reconnects after a lost connection, waking once on each reconnect (a
-// notification may have been missed). On SQLite it returns at once: there
-// is no other process to hear from, and intake wakes its own workers.
-func (d *DB) Listen(ctx context.Context, wake chan<- struct{}) error { return d.eng.listen(ctx, wake) }
-
-func (e *postgresEngine) listen(ctx context.Context, wake chan<- struct{}) error {
-	d := e.d
+// Listen: see store.DB.Listen.
+func (e *pgStore) Listen(ctx context.Context, wake chan<- struct{}) error {
 	nudge := func() {
 		select {
 		case wake <- struct{}{}:
@@ -326,7 +277,7 @@ func (e *postgresEngine) listen(ctx context.Context, wake chan<- struct{}) error
 		if ctx.Err() != nil {
 			return nil
 		}
-		d.log.Warn("job notifications lost; reconnecting", "err", err, "in", backoff)
+		e.log.Warn("job notifications lost; reconnecting", "err", err, "in", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():
@@ -340,7 +291,7 @@ func (e *postgresEngine) listen(ctx context.Context, wake chan<- struct{}) error
 // session opens a connection outside the pool — for LISTEN, and for a
 // task's session lock while the task itself uses the pool, which may be
 // one connection — and returns it with its closer.
-func (e *postgresEngine) session(ctx context.Context) (*pgx.Conn, func() error, error) {
+func (e *pgStore) session(ctx context.Context) (*pgx.Conn, func() error, error) {
 	conn, err := pgx.ConnectConfig(ctx, e.cfg)
 	if err != nil {
 		return nil, nil, err
@@ -352,7 +303,7 @@ func (e *postgresEngine) session(ctx context.Context) (*pgx.Conn, func() error, 
 	}, nil
 }
 
-func (e *postgresEngine) listenOnce(ctx context.Context, nudge func()) error {
+func (e *pgStore) listenOnce(ctx context.Context, nudge func()) error {
 	conn, closeConn, err := e.session(ctx)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -369,24 +320,17 @@ func (e *postgresEngine) listenOnce(ctx context.Context, nudge func()) error {
 	}
 }
 
-// Exclusive runs fn unless another replica is running the task named
-// name: on PostgreSQL it holds a session advisory lock for name on a
-// connection of its own while fn runs, and reports false without running
-// fn when another session holds it (the periodic tasks every replica schedules — the redelivery sweep,
-// retention — then run on one replica at a time, not on all at once). On
-// SQLite, one process owns the store: fn runs.
-func (d *DB) Exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
-	return d.eng.exclusive(ctx, name, fn)
-}
-
-func (e *postgresEngine) exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
+// Exclusive holds a session advisory lock for name on a connection of its
+// own while fn runs, and reports false without running fn when another
+// session holds it.
+func (e *pgStore) Exclusive(ctx context.Context, name string, fn func(context.Context) error) (ran bool, err error) {
 	conn, closeConn, err := e.session(ctx)
 	if err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
 	// Closing the session releases the lock.
 	defer func() { err = errors.Join(err, closeConn()) }()
-	key := lockKey("task", name)
+	key := store.LockKey("task", name)
 	if err := conn.QueryRow(ctx, `SELECT pg_try_advisory_lock($1)`, key).Scan(&ran); err != nil {
 		return false, fmt.Errorf("exclusive %s: %w", name, err)
 	}
@@ -394,15 +338,4 @@ func (e *postgresEngine) exclusive(ctx context.Context, name string, fn func(con
 		return false, nil
 	}
 	return true, fn(ctx)
-}
-
-// lockKey is an advisory lock key: FNV-1a of kind, ":" and name, so a
-// task's keys and the pull requests' never share a namespace. Two names
-// sharing a key only take turns.
-func lockKey(kind, name string) int64 {
-	h := fnv.New64a()
-	h.Write([]byte(kind))
-	h.Write([]byte{':'})
-	h.Write([]byte(name))
-	return int64(h.Sum64())
 }
