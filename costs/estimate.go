@@ -14,12 +14,15 @@ const MethodWallClock = "estimate:wall-clock"
 // inputUsdPerMTok + output tokens ÷ 10⁶ × outputUsdPerMTok.
 const MethodTokens = "estimate:tokens"
 
-// Lanes a span can belong to: the primary and shadow executors, and the
-// semantic review's model.
+// Lanes a span can belong to: the primary and shadow executors, the
+// semantic review's model, and the failure-origin runs: the base's
+// validation and the retry of failed steps (SPEC §3.4.1).
 const (
 	LanePrimary  = "primary"
 	LaneShadow   = "shadow"
 	LaneSemantic = "semantic"
+	LaneBase     = "base"
+	LaneRetry    = "retry"
 )
 
 // MethodFor is the estimate method of a lane's spans.

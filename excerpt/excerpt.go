@@ -96,6 +96,9 @@ type Failure struct {
 	// error; Path is "" and Line 0 when unknown.
 	Path string
 	Line int
+	// Annotations are this failure's own annotations (an ESLint file's
+	// problems, one each), kept whatever Options.MaxAnnotations says.
+	Annotations []Annotation
 }
 
 // Options are Parse's settings; the zero value means the defaults.
@@ -186,11 +189,8 @@ func Parse(output string, opts Options) Result {
 	}
 	slices.SortStableFunc(found, func(a, b finding) int { return cmp.Compare(a.pos, b.pos) })
 	for _, f := range found {
-		if len(res.Failures) < opts.MaxFailures {
-			res.Failures = append(res.Failures, f.failure)
-		} else {
-			res.Omitted++
-		}
+		keep := len(res.Failures) < opts.MaxFailures
+		var own []Annotation
 		for _, a := range f.annotations {
 			if a.StartLine < 1 || a.Path == "" {
 				continue
@@ -199,9 +199,18 @@ func Parse(output string, opts Options) Result {
 			if a.EndLine != a.StartLine || a.StartColumn < 0 || a.EndColumn < a.StartColumn {
 				a.StartColumn, a.EndColumn = 0, 0
 			}
+			if keep {
+				own = append(own, a)
+			}
 			if len(res.Annotations) < opts.MaxAnnotations {
 				res.Annotations = append(res.Annotations, a)
 			}
+		}
+		if keep {
+			f.failure.Annotations = own
+			res.Failures = append(res.Failures, f.failure)
+		} else {
+			res.Omitted++
 		}
 	}
 	return res

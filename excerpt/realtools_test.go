@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -90,9 +91,30 @@ var realTools = []realTool{
 		wantAnnotation(t, res, 0, "test/cart.test.js", 5, "counts items")
 		wantAnnotation(t, res, 1, "test/cart.test.js", 13, "has a total")
 	}},
-	{"ava", "ava", []string{"node_modules/ava/entrypoints/cli.mjs"}, func(t *testing.T, res Result, ex string) {
-		wantContains(t, ex, "counts items", "Difference")
-		wantAnnotation(t, res, 0, "cart.test.js", 4, "counts items")
+	{"ava", "ava", []string{"node_modules/ava/entrypoints/cli.mjs", "--concurrency", "1", "--serial"}, func(t *testing.T, res Result, ex string) {
+		// AVA's summary lines carry the message after the title
+		// ("✘ [fail]: cart › has a total Value is not `true`"); every
+		// failure is found, with its title alone, and the excerpt starts
+		// at a title, never mid-stack.
+		var titles []string
+		for _, f := range res.Failures {
+			titles = append(titles, f.Title)
+		}
+		slices.Sort(titles)
+		want := []string{"cart › applies a discount", "cart › checks out", "cart › counts items", "cart › has a total",
+			"cart › throws while adding", "order › ships the order"}
+		if !slices.Equal(titles, want) || res.Omitted != 0 {
+			t.Errorf("failures %q (%d omitted), want %q", titles, res.Omitted, want)
+		}
+		if !slices.Contains(want, strings.SplitN(ex, "\n", 2)[0]) {
+			t.Errorf("the excerpt does not start at a failure's title:\n%s", ex)
+		}
+		wantContains(t, ex, "Difference")
+		for _, a := range res.Annotations {
+			if a.Title == "cart › counts items" && (a.Path != "cart.test.js" || a.StartLine != 4) {
+				t.Errorf("counts items annotated at %s:%d, want cart.test.js:4", a.Path, a.StartLine)
+			}
+		}
 	}},
 	{"uvu", "uvu", []string{"node_modules/uvu/bin.js", "tests"}, func(t *testing.T, res Result, ex string) {
 		wantContains(t, ex, `FAIL  "counts items"`, "frames in node_modules/node internals hidden")

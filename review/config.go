@@ -44,7 +44,23 @@ type ValidationConfig struct {
 	// GILF_* are refused, CI=true is always kept. Only the repository's
 	// file sets them.
 	Env map[string]string `yaml:"env"`
+	// Preexisting is the check's conclusion when every failure was
+	// already failing on the base (or flaky): "neutral" (the default)
+	// or "failure".
+	Preexisting string `yaml:"preexisting"`
+	// CompareBase validates the base when steps fail on the head, to
+	// tell the pull request's failures from the base's (default true).
+	CompareBase *bool `yaml:"compareBase"`
+	// RetryFlaky runs each failed step once more at the same head in a
+	// fresh sandbox; one that passes is flaky (default true).
+	RetryFlaky *bool `yaml:"retryFlaky"`
 }
+
+// Values of validation.preexisting.
+const (
+	PreexistingNeutral = "neutral"
+	PreexistingFailure = "failure"
+)
 
 // CrabboxConfig is the nested crabbox object: run-specific values win.
 type CrabboxConfig struct {
@@ -132,6 +148,12 @@ func ParseRepoConfig(b []byte) FetchedConfig {
 	}
 	if err := c.Execution.validate(); err != nil && !flagged("execution.mode") {
 		errs = append(errs, ConfigError{Line: lineOf(&doc, "execution.mode"), Key: "execution.mode", Problem: err.Error(), Allowed: "auto, always, never"})
+	}
+	switch c.Validation.Preexisting {
+	case "", PreexistingNeutral, PreexistingFailure:
+	default:
+		errs = append(errs, ConfigError{Line: lineOf(&doc, "validation.preexisting"), Key: "validation.preexisting",
+			Problem: fmt.Sprintf("%q is not a conclusion gilf gives pre-existing failures", c.Validation.Preexisting), Allowed: "neutral, failure"})
 	}
 	if len(c.Validation.Env) > MaxRepoEnvEntries {
 		errs = append(errs, ConfigError{Line: lineOf(&doc, "validation.env"), Key: "validation.env",

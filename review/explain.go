@@ -52,6 +52,10 @@ func explain(rec *validation.Record, root string, files []ChangedFile) []Annotat
 		}
 		text := outputText(st.Output)
 		res := excerpt.Parse(text, excerpt.Options{Root: st.Cwd, Exists: exists})
+		// The pull request's failures first, then the others'.
+		slices.SortStableFunc(res.Failures, func(a, b excerpt.Failure) int {
+			return cmp.Compare(originRank(st, a), originRank(st, b))
+		})
 		for i := range rec.Findings {
 			f := &rec.Findings[i]
 			if f.Step != st.Name || !f.ExecutionClaim {
@@ -66,7 +70,7 @@ func explain(rec *validation.Record, root string, files []ChangedFile) []Annotat
 			out = append(out, Annotation{
 				Path: a.Path, StartLine: a.StartLine, EndLine: a.EndLine,
 				StartColumn: a.StartColumn, EndColumn: a.EndColumn,
-				Level:   string(a.Level),
+				Level:   annotationLevel(st, a),
 				Title:   clipText(oneLine(st.Name+": "+a.Title), maxAnnotationTitle),
 				Message: clipText(a.Message, maxAnnotationMessage),
 			})

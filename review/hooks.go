@@ -54,6 +54,11 @@ func (s *Stages) price(res *Result, opts *RenderOptions) {
 			Started: rec.Started, Finished: rec.Finished, VCPU: rec.VCPU, MemoryGiB: rec.MemoryGiB,
 		}))
 	}
+	for _, r := range res.OriginRuns {
+		addSpan(res, opts, s.Cards.Estimate(costs.Span{
+			Lane: r.Lane, Executor: r.Executor, Started: r.Started, Finished: r.Finished, VCPU: r.VCPU, MemoryGiB: r.MemoryGiB,
+		}))
+	}
 	if span, ok := shadowSpan(res.Shadow); ok {
 		addSpan(res, opts, s.Cards.Estimate(span))
 	}

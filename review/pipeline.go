@@ -57,9 +57,15 @@ type PR struct {
 	// deleted): there is nothing to check out.
 	HeadRepoMissing bool
 	BaseRef         string
-	Draft           bool
-	Author          string
-	Labels          []string
+	// BaseSHA is the base branch's commit the pull request compares
+	// with: what failure origin validates (origin.go).
+	BaseSHA string
+	// CloneURL is the repository's public clone URL: the checkout's git
+	// origin remote.
+	CloneURL string
+	Draft    bool
+	Author   string
+	Labels   []string
 	// Title and Body are the author's (untrusted): the semantic review
 	// reads them.
 	Title, Body string
@@ -221,6 +227,11 @@ type Pipeline struct {
 	// OperatorErrors, when set, counts the runs that ended as the
 	// operator's misconfiguration (validation.OperatorCode), by code.
 	OperatorErrors func(validation.Code)
+	// BaseResults keeps the base's results for failure origin; nil
+	// keeps nothing. NoBaseComparison (GILF_BASE_COMPARISON=0) turns
+	// the base comparison off on this worker.
+	BaseResults      BaseResults
+	NoBaseComparison bool
 }
 
 // Result is what one job produced.
@@ -242,6 +253,9 @@ type Result struct {
 	UploadFailures []evidence.UploadFailure
 	// HookErrors are errors of the optional stages, recorded.
 	HookErrors []string
+	// OriginRuns are the failure-origin runs (base, retry), priced by
+	// the cost hook.
+	OriginRuns []LaneRun
 }
 
 // Run validates one job. A returned error is an infrastructure failure
@@ -278,7 +292,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		v.shadow.Stop() // nothing of this attempt is recorded
 		return Result{}, err
 	}
-	res := Result{Record: v.rec, Shadow: v.shadow}
+	res := Result{Record: v.rec, Shadow: v.shadow, OriginRuns: v.originRuns}
 	if ref := res.Record.Refusal; ref != nil && res.Record.Outcome == validation.OutcomeError {
 		log.Error("gilf is not set up to validate this pull request; the operator must act", "refusal_code", ref.Code, "detail", ref.Msg)
 		if p.OperatorErrors != nil {
@@ -326,7 +340,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	textOpts.JobID = ""
 	pub := Publication{
 		HeadSHA: j.HeadSHA, Body: res.Body, Event: cfgEvent,
-		Conclusion:  ConclusionFor(res.Record.Outcome),
+		Conclusion:  CheckConclusion(res.Record, v.preexistingFails),
 		Title:       Verdict(res.Record),
 		Summary:     CheckSummary(res.Record, opts, len(annotations), omitted),
 		Text:        Render(res.Record, textOpts),
@@ -434,6 +448,9 @@ type validated struct {
 	// files and memoryPath are what the semantic review reads.
 	files      []ChangedFile
 	memoryPath string
+	// originRuns and preexistingFails are failure origin's (origin.go).
+	originRuns       []LaneRun
+	preexistingFails bool
 }
 
 // refuse ends validation with ref before anything ran; it returns nil so
@@ -469,6 +486,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	v.requestChanges = repoCfg.Review.RequestChanges
 	v.files, v.memoryPath = files, repoCfg.Review.Memory
 	merged := MergeValidation(p.Worker, repoCfg.Validation)
+	v.preexistingFails = merged.Preexisting == PreexistingFailure
 
 	done := func(in RecordInput) (validated, error) {
 		in.Notes = notes
@@ -525,7 +543,8 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	plan.Env = merged.Env
 	req := executors.Request{
 		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
-		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA},
+		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA,
+			"clone_url": pr.CloneURL},
 		Run: executors.RunConfig{
 			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
 			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,
@@ -534,8 +553,9 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	if plan.Gap != nil {
 		return done(RecordInput{Plan: plan, Executor: exec.Name()})
 	}
+	var rep *progressReporter
 	if pp, ok := p.Publisher.(ProgressPublisher); ok {
-		rep := newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
+		rep = newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
 		rep.steps = plan.Steps
 		rep.base.StartedAt = time.Now()
 		st := rep.base
@@ -552,6 +572,9 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 		v.rec, err = recordFromRun(plan, exec, res, runErr, notes)
 	} else {
 		v.rec, err = Validate(ctx, exec, req, notes)
+	}
+	if err == nil {
+		v.originRuns, err = p.compare(ctx, j, pr, merged, exec, req, &v.rec, rep)
 	}
 	if err == nil {
 		v.annotations = explain(&v.rec, root, files)

@@ -145,7 +145,12 @@ func render(rec validation.Record, opts RenderOptions, lim limits) string {
 	}
 	b.WriteString("## " + Verdict(rec) + "\n\n")
 	writeSummary(&b, rec, opts.Operator)
-	writeFindings(&b, rec, opts, lim)
+	if rec.Base != nil { // failure origin: the findings by whose they are (render_origin.go)
+		writeOrigin(&b, rec, opts.Operator)
+		writeOriginFindings(&b, rec, opts, lim)
+	} else {
+		writeFindings(&b, rec, opts, lim)
+	}
 	writeSemantic(&b, opts.Semantic)
 	writeRecord(&b, rec, opts, lim)
 	writeCosts(&b, opts.Costs)
@@ -167,7 +172,7 @@ func verdict(rec validation.Record) string {
 	case validation.OutcomePassed:
 		return "✅ passed"
 	case validation.OutcomeFailed:
-		return "❌ failed"
+		return failedVerdict(rec)
 	case validation.OutcomeGap:
 		return "⚠️ not validated — nothing to run"
 	case validation.OutcomeSkipped:
@@ -347,38 +352,45 @@ func writeFindings(b *strings.Builder, rec validation.Record, opts RenderOptions
 	}
 	fmt.Fprintf(b, "### Findings (%d)\n\n", len(rec.Findings))
 	for i, f := range rec.Findings {
-		fmt.Fprintf(b, "#### %d. %s %s: %s\n\n", i+1, severityMark(f.Severity), inline(string(f.Severity)), prose(f.Title))
-		var meta []string
-		if f.Step != "" {
-			meta = append(meta, "step "+code(f.Step))
+		writeFinding(b, i+1, i, f, lim, "")
+	}
+}
+
+// writeFinding writes finding f, the index-th of the record, numbered n;
+// before its body, what is given (its failures' origins).
+func writeFinding(b *strings.Builder, n, index int, f validation.Finding, lim limits, before string) {
+	fmt.Fprintf(b, "#### %d. %s %s: %s\n\n", n, severityMark(f.Severity), inline(string(f.Severity)), prose(f.Title))
+	var meta []string
+	if f.Step != "" {
+		meta = append(meta, "step "+code(f.Step))
+	}
+	if f.Path != "" {
+		meta = append(meta, "path "+code(f.Path))
+	}
+	if f.EvidenceStatus != "" {
+		e := "evidence " + inline(f.EvidenceStatus)
+		if f.DowngradedReason != "" {
+			e += " — " + inline(f.DowngradedReason)
 		}
-		if f.Path != "" {
-			meta = append(meta, "path "+code(f.Path))
+		meta = append(meta, e)
+	}
+	if len(meta) > 0 {
+		b.WriteString(strings.Join(meta, " · ") + "\n\n")
+	}
+	b.WriteString(before)
+	if f.Body != "" {
+		body, cut := cutMiddle(lim.bodies[index], lim.finding)
+		b.WriteString(fence(body))
+		if cut {
+			b.WriteString("\n_This finding's text was truncated to fit the review; the full output is in the evidence._\n")
 		}
-		if f.EvidenceStatus != "" {
-			e := "evidence " + inline(f.EvidenceStatus)
-			if f.DowngradedReason != "" {
-				e += " — " + inline(f.DowngradedReason)
-			}
-			meta = append(meta, e)
-		}
-		if len(meta) > 0 {
-			b.WriteString(strings.Join(meta, " · ") + "\n\n")
-		}
-		if f.Body != "" {
-			body, cut := cutMiddle(lim.bodies[i], lim.finding)
-			b.WriteString(fence(body))
-			if cut {
-				b.WriteString("\n_This finding's text was truncated to fit the review; the full output is in the evidence._\n")
-			}
-			b.WriteString("\n")
-		}
-		for _, ref := range f.Evidence {
-			b.WriteString("- " + evidenceRef(ref.Kind, ref.ID, ref.URL, ref.Key, "") + "\n")
-		}
-		if len(f.Evidence) > 0 {
-			b.WriteString("\n")
-		}
+		b.WriteString("\n")
+	}
+	for _, ref := range f.Evidence {
+		b.WriteString("- " + evidenceRef(ref.Kind, ref.ID, ref.URL, ref.Key, "") + "\n")
+	}
+	if len(f.Evidence) > 0 {
+		b.WriteString("\n")
 	}
 }
 
@@ -515,7 +527,10 @@ func CheckSummary(rec validation.Record, opts RenderOptions, annotations, omitte
 	rec = publicRecord(rec, opts.Internals)
 	var b strings.Builder
 	writeSummary(&b, rec, false)
-	for _, f := range rec.Findings {
+	if rec.Base != nil {
+		writeOrigin(&b, rec, false)
+	}
+	for _, f := range originOrder(rec) {
 		if !f.ExecutionClaim {
 			continue
 		}

@@ -19,10 +19,13 @@ import (
 //   - inline text (reasons, notes, titles) has its markdown and HTML
 //     escaped and its newlines folded.
 //
-// Both also get the same three rules: invalid UTF-8 becomes U+FFFD;
-// control characters and bidi or invisible format characters are shown as
-// escapes (`\x1b`, `\u202e`); @mentions and #references are neutralised
-// with a zero-width space (a backslash does not stop a GitHub mention).
+// Both also get the same rules: invalid UTF-8 becomes U+FFFD; control
+// characters and bidi or invisible format characters are shown as escapes
+// (`\x1b`, `\u202e`). Inline text also has its @mentions and #references
+// neutralised with a zero-width space (a backslash does not stop a GitHub
+// mention). Block text is not touched there: GitHub links no mention or
+// reference inside a code block, which its fence guarantees it stays in,
+// and a character inserted into `@polka/url` would break copy and paste.
 
 const zwsp = "\u200b"
 
@@ -48,7 +51,11 @@ func visibleRune(r rune) string {
 // sanitize applies the rules every untrusted string gets: valid UTF-8,
 // CRLF folded to LF, controls and bidi made visible, mentions and
 // references neutralised.
-func sanitize(s string) string {
+func sanitize(s string) string { return sanitizeText(s, true) }
+
+// sanitizeText is sanitize, neutralising mentions and references only
+// when neutralise is set (inline text; block text sits in a fence).
+func sanitizeText(s string, neutralise bool) string {
 	s = strings.ToValidUTF8(s, "\ufffd")
 	s = strings.ReplaceAll(s, "\r\n", "\n")
 	var b strings.Builder
@@ -57,7 +64,7 @@ func sanitize(s string) string {
 	start := 0 // s[start:i] is safe and not yet written
 	for i := 0; i < len(s); {
 		c := s[i]
-		if c >= 0x20 && c < 0x7f && c != '@' && c != '#' {
+		if c >= 0x20 && c < 0x7f && (c != '@' && c != '#' || !neutralise) {
 			prev = rune(c)
 			i++
 			continue // the common case: plain printable ASCII
@@ -91,10 +98,11 @@ func sanitize(s string) string {
 	return b.String()
 }
 
-// sanitizeOutput is sanitize for what a step printed: terminal escapes
-// are removed first (colours become plain text), then the rest is made
-// visible.
-func sanitizeOutput(s string) string { return sanitize(excerpt.StripANSI(s)) }
+// sanitizeOutput is sanitize for what a step printed, which goes in a
+// fence: terminal escapes are removed first (colours become plain text),
+// then the rest is made visible; mentions are left as printed (inert in
+// a code block).
+func sanitizeOutput(s string) string { return sanitizeText(excerpt.StripANSI(s), false) }
 
 // isWordRune is GitHub's \w: a mention needs a non-word rune before its @.
 func isWordRune(r rune) bool {

@@ -17,14 +17,17 @@ const pruneRunBatch = 100
 
 // PruneResult is what one Prune dropped.
 type PruneResult struct {
-	Before time.Time // what was older than this was pruned
-	Bodies int       // deliveries whose body is now pruned
-	Runs   int       // finished runs whose step output was stripped
+	Before      time.Time // what was older than this was pruned
+	Bodies      int       // deliveries whose body is now pruned
+	Runs        int       // finished runs whose step output was stripped
+	BaseResults int       // stored base step results deleted (base_results.go)
 }
 
 // Prune drops the bulk the store keeps of what is older than before,
-// and keeps every row: jobs, deliveries (for dedupe and history), runs,
-// steps, findings, artifacts and costs stay.
+// and keeps every row of the record: jobs, deliveries (for dedupe and
+// history), runs, steps, findings, artifacts and costs stay. The one row
+// it deletes is a cache's: base results stored before before (a later
+// head on that base validates it again).
 //
 // Delivery bodies received before before are emptied, their rows marked
 // pruned, so a later read answers "pruned" (StoredDelivery.BodyPrunedAt).
@@ -45,6 +48,9 @@ func (d *DB) Prune(ctx context.Context, before time.Time) (PruneResult, error) {
 	}
 	if err := d.pruneRuns(ctx, before.UnixMilli(), &res); err != nil {
 		return res, fmt.Errorf("prune run output: %w", err)
+	}
+	if err := d.pruneBaseResults(ctx, before.UnixMilli(), &res); err != nil {
+		return res, fmt.Errorf("prune base results: %w", err)
 	}
 	return res, nil
 }

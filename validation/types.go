@@ -190,6 +190,12 @@ type StepResult struct {
 	// Egress records what the step's network allowed and what it tried;
 	// nil for a step that did not run.
 	Egress *Egress `json:"egress,omitempty"`
+	// Origin says whose a failed step's failure is (Attribute); "" for
+	// a step that did not fail or was never compared.
+	Origin Origin `json:"origin,omitempty"`
+	// Failures are the failures parsed from a failed step's output,
+	// each with its origin.
+	Failures []StepFailure `json:"failures,omitempty"`
 }
 
 // Severity of a finding.
@@ -280,6 +286,9 @@ type Record struct {
 	// probe, each step, cleaning up), so the fixed cost of a run can be
 	// seen. Empty when the executor does not time them.
 	Phases []Phase `json:"phases,omitempty"`
+	// Base is the comparison with the pull request's base (SPEC
+	// §3.4.1), nil when nothing failed or nothing was compared.
+	Base *BaseRun `json:"base,omitempty"`
 }
 
 // Phase is one timed part of a run.

@@ -50,6 +50,8 @@ func (g githubPRs) PullRequest(ctx context.Context, j review.Job) (review.PR, er
 		HeadSHA:         pr.HeadSHA,
 		HeadRepoMissing: missing != nil || pr.HeadRepoGone,
 		BaseRef:         pr.BaseRef,
+		BaseSHA:         pr.BaseSHA,
+		CloneURL:        pr.CloneURL,
 		Draft:           pr.Draft,
 		Author:          pr.Author,
 		Labels:          pr.Labels,

@@ -336,9 +336,11 @@ func TestServeGitHubPullRequest(t *testing.T) {
 	}{
 		{"open pull request", githubtest.Options{Author: "octo", Labels: []string{"bug"}, Draft: true},
 			review.PR{HeadSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", BaseRef: "master", Draft: true, Author: "octo", Labels: []string{"bug"},
+				BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", CloneURL: "https://github.com/octocat/Hello-World.git",
 				Title: "Amazing new feature", Body: "Please pull these awesome changes in!"}},
 		{"deleted head fork", githubtest.Options{HeadRepoMissing: true},
 			review.PR{HeadSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", BaseRef: "master", HeadRepoMissing: true, Author: "octocat", Labels: []string{"bug"},
+				BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", CloneURL: "https://github.com/octocat/Hello-World.git",
 				Title: "Amazing new feature", Body: "Please pull these awesome changes in!"}},
 	}
 	for _, tt := range tests {

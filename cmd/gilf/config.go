@@ -47,6 +47,7 @@ type Config struct {
 	Semantic   SemanticConfig // GILF_SEMANTIC_REVIEW_*, GILF_SKIP_CODEX_ON_VALIDATION_FAILURE; config_semantic.go
 	Database   DatabaseConfig // GILF_DATABASE_URL, GILF_DATABASE_MAX_CONNS, GILF_EVIDENCE_FS_SHARED; config_database.go
 	Commands   CommandsConfig // GILF_COMMANDS, GILF_GITHUB_APP_SLUG, GILF_COMMAND_RUNS_PER_HOUR; config_commands.go
+	Origin     OriginConfig   // GILF_BASE_COMPARISON; config_origin.go
 }
 
 // LogConfig is GILF_LOG_LEVEL and GILF_LOG_FORMAT.
@@ -116,6 +117,7 @@ func Load(getenv func(string) string) (Config, error) {
 	c.Semantic, errs = loadSemantic(getenv, errs)
 	c.Database, errs = loadDatabase(getenv, c.Evidence, errs)
 	c.Commands, errs = loadCommands(getenv, errs)
+	c.Origin, errs = loadOrigin(getenv, errs)
 	return c, errors.Join(errs...)
 }
 

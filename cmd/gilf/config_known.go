@@ -62,6 +62,8 @@ func knownEnv() []string {
 		// the store: PostgreSQL when GILF_DATABASE_URL is set, else SQLite
 		// under GILF_DATA_DIR (issue 14)
 		"GILF_DATABASE_URL", "GILF_DATABASE_MAX_CONNS", "GILF_EVIDENCE_FS_SHARED",
+		// config_origin.go
+		"GILF_BASE_COMPARISON",
 	}
 }
 

@@ -107,9 +107,20 @@ if (got !== 3) {
 			checkGolden(t, tt.golden, postedView(t, srv))
 			// The run's executor time is recorded; local has no rate card,
 			// so its cost is unknown, not zero.
+			// A failed run retries its failed step once (the retry lane);
+			// the stand-in has no archive of the base, so no base ran.
 			days, err := db.CostsByDay(t.Context(), time.Now().Add(-time.Hour))
-			if err != nil || len(days) != 1 || days[0].Executor != "local" || days[0].Spans != 1 || days[0].USD != nil {
-				t.Errorf("cost spans by day: %+v, %v; want one local span with an unknown cost", days, err)
+			wantLanes := map[store.Lane]bool{store.LanePrimary: true}
+			if tt.outcome == "failed" {
+				wantLanes[store.LaneRetry] = true
+			}
+			if err != nil || len(days) != len(wantLanes) {
+				t.Errorf("cost spans by day: %+v, %v; want one local span per lane of %v with an unknown cost", days, err, wantLanes)
+			}
+			for _, d := range days {
+				if !wantLanes[d.Lane] || d.Executor != "local" || d.Spans != 1 || d.USD != nil {
+					t.Errorf("cost spans by day: %+v; want one local span per lane of %v with an unknown cost", d, wantLanes)
+				}
 			}
 			posted, ok, err := db.PostedReview(t.Context(), rep.Job)
 			if err != nil || !ok {

@@ -43,7 +43,7 @@ func newMoreMetrics() moreMetrics {
 		}, []string{"code"}),
 		costUSD: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "gilf_validation_cost_usd_total",
-			Help: "Estimated cost in USD of the spans of the runs this process recorded, by executor (model:<name> for the semantic lane) and lane (primary, shadow, semantic); spans without a price add nothing (an estimate, not a bill).",
+			Help: "Estimated cost in USD of the spans of the runs this process recorded, by executor (model:<name> for the semantic lane) and lane (primary, shadow, semantic, base, retry); spans without a price add nothing (an estimate, not a bill).",
 		}, []string{"executor", "lane"}),
 		queueWait: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "gilf_job_queue_wait_seconds",

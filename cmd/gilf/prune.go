@@ -35,7 +35,7 @@ func (p *pruner) Prune(ctx context.Context) (store.PruneResult, error) {
 	if err != nil {
 		return res, err
 	}
-	p.log.Info("store pruned", "before", res.Before, "bodies", res.Bodies, "runs", res.Runs)
+	p.log.Info("store pruned", "before", res.Before, "bodies", res.Bodies, "runs", res.Runs, "base_results", res.BaseResults)
 	return res, nil
 }
 
@@ -102,7 +102,7 @@ func runPrune(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf prune: %v\n", err)
 		return exitUsage
 	}
-	fmt.Fprintf(env.Stdout, "pruned what is older than %s (%d days): %d delivery bodies, step output of %d runs\n",
-		res.Before.Format(time.RFC3339), cfg.Jobs.RetentionDays, res.Bodies, res.Runs)
+	fmt.Fprintf(env.Stdout, "pruned what is older than %s (%d days): %d delivery bodies, step output of %d runs, %d stored base results\n",
+		res.Before.Format(time.RFC3339), cfg.Jobs.RetentionDays, res.Bodies, res.Runs, res.BaseResults)
 	return exitOK
 }

@@ -440,6 +440,8 @@ func newPipeline(cfg Config, sc ServeConfig, set executors.Set, gc *github.Clien
 		OperatorErrors: func(c validation.Code) {
 			metrics.operator.WithLabelValues(string(c)).Inc()
 		},
+		BaseResults:      baseResults{db: db},
+		NoBaseComparison: !cfg.Origin.BaseComparison,
 	}
 	// Checked when the configuration was loaded.
 	if r, err := cfg.Semantic.reviewer(); err == nil && r != nil {

@@ -20,15 +20,18 @@ import (
 	"github.com/gilf-review/gilf/validation"
 )
 
-const validateUsage = `usage: gilf validate [--json] [--executor NAME] [--timeout D] PATH
+const validateUsage = `usage: gilf validate [--json] [--executor NAME] [--timeout D] [--base BASE] [--retry=false] PATH
 
 Validate the checkout at PATH (a directory, or a .tar.gz/.tgz whose single
 top directory is the repository) the way gilf validates a pull request, and
 print the review exactly as it would be posted (or the record as JSON).
 Running it on your own code is the opt-in for the local executor, which is
-the default here.
+the default here. A step that fails runs once more; with --base, the
+checkout BASE (a directory or archive) runs install and the failed steps,
+and each failure is told introduced, preexisting, flaky or unknown.
 
-exit codes: 0 every step that ran passed; 1 a step failed; 3 nothing was
+exit codes: 0 every step that ran passed, or every failure is preexisting
+or flaky; 1 a failure is introduced or of unknown origin; 3 nothing was
 proven (gap, skipped, refused, inconclusive); 2 usage or infrastructure
 error; 130 interrupted.
 
@@ -41,6 +44,8 @@ type validateFlags struct {
 	executor string
 	timeout  time.Duration
 	path     string
+	base     string
+	retry    bool
 }
 
 // parseValidateFlags accepts flags before and after PATH.
@@ -54,6 +59,8 @@ func parseValidateFlags(args []string, stderr io.Writer) (validateFlags, error) 
 	}
 	fs.BoolVar(&f.json, "json", false, "print the validation record as JSON instead of the review")
 	fs.StringVar(&f.executor, "executor", "", "executor `NAME` (default: GILF_VALIDATION_EXECUTOR, else local)")
+	fs.BoolVar(&f.retry, "retry", true, "run a failed step once more at PATH; one that passes is flaky")
+	fs.StringVar(&f.base, "base", "", "the base checkout `BASE` (a directory or .tar.gz) to compare failures with")
 	fs.DurationVar(&f.timeout, "timeout", 0, "timeout `D` of each step, install included (default: GILF_VALIDATION_STEP_TIMEOUT_MS, else 10m)")
 	var paths []string
 	for {
@@ -92,7 +99,7 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		return exitUsage
 	}
 	log := newLogger(env.Stderr, cfg.Log)
-	rec, err := validatePath(ctx, env, cfg, f, log)
+	rec, runs, err := validatePath(ctx, env, cfg, f, log)
 	if err != nil {
 		if ctx.Err() != nil {
 			fmt.Fprintf(env.Stderr, "gilf validate: interrupted: %v\n", err)
@@ -102,7 +109,7 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		return exitUsage
 	}
 	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
-	opts, err := validateStages(ctx, cfg, f.path, &rec, secrets, log)
+	opts, err := validateStages(ctx, cfg, f.path, &rec, runs, secrets, log)
 	if err != nil {
 		fmt.Fprintf(env.Stderr, "gilf validate: %v\n", err)
 		return exitUsage
@@ -130,6 +137,9 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 		fmt.Fprintf(env.Stderr, "gilf validate: write %s: %v\n", what, err)
 		return exitUsage
 	}
+	if review.CheckConclusion(rec, false) == review.ConclusionNeutral && rec.Outcome == validation.OutcomeFailed {
+		return exitOK // every failure preexisting or flaky: the record says so
+	}
 	return exitCode(rec.Outcome)
 }
 
@@ -149,13 +159,22 @@ func exitCode(o validation.Outcome) int {
 // validatePath runs the plan → select → run → record path on one
 // checkout. An error is a usage or infrastructure failure; every other
 // ending is a record.
-func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log *slog.Logger) (validation.Record, error) {
+func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log *slog.Logger) (validation.Record, []review.LaneRun, error) {
 	sweepLeftovers(log, os.TempDir(), validateTempPrefix)
 	dir, cleanup, err := checkout(ctx, f.path, env.Stderr)
 	if err != nil {
-		return validation.Record{}, err
+		return validation.Record{}, nil, err
 	}
 	defer cleanup()
+	var baseDir string
+	if f.base != "" {
+		var cleanBase func()
+		baseDir, cleanBase, err = checkout(ctx, f.base, env.Stderr)
+		if err != nil {
+			return validation.Record{}, nil, fmt.Errorf("--base: %w", err)
+		}
+		defer cleanBase()
+	}
 
 	opts := cfg.Validation.PlanOptions()
 	if f.timeout > 0 {
@@ -168,26 +187,23 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	choice := sel.Resolve()
 	notes := []string{choiceNote(choice, source)}
 	if plan.Gap != nil {
-		return review.NewRecord(review.RecordInput{Plan: plan, Notes: notes}), nil
+		return review.NewRecord(review.RecordInput{Plan: plan, Notes: notes}), nil, nil
 	}
 	set, err := executorSet(cfg, env.Getenv, env.Environ, secrets, log)
 	if err != nil {
-		return validation.Record{}, err
+		return validation.Record{}, nil, err
 	}
 	exec, refusal := executors.Select(sel, set)
 	if refusal != nil {
 		log.Info("executor refused", "refusal_code", refusal.Code, "executor", choice.Name)
 		rec := review.NewRecord(review.RecordInput{Plan: plan, Executor: choice.Name, Refusal: refusal, Notes: notes})
-		return rec, nil
+		return rec, nil, nil
 	}
 
 	prog := newProgress(env.Stderr, env.StderrTTY)
 	// The command root: the directory the operator named, or the one an
 	// archive was extracted into.
-	root := dir
-	if st, err := os.Stat(f.path); err == nil && !st.IsDir() {
-		root = filepath.Dir(dir)
-	}
+	root := commandRoot(f.path, dir)
 	req := executors.Request{
 		Plan:     plan,
 		Dir:      dir,
@@ -200,15 +216,38 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	rec, err := review.Validate(ctx, exec, req, notes)
 	stopProgress()
 	if err != nil {
-		return validation.Record{}, fmt.Errorf("run on %s: %w", exec.Name(), err)
+		return validation.Record{}, nil, fmt.Errorf("run on %s: %w", exec.Name(), err)
 	}
+	// Whose each failure is, then the failure excerpts, as a served job.
+	comp := review.OriginCheck{Exec: exec, Head: req, Retry: f.retry, BasePath: f.base, Logger: log,
+		BaseReason: "no --base was given",
+		Progress:   func(s string) { fmt.Fprintln(env.Stderr, "gilf: "+s) }}
+	comp.Head.Progress = nil
+	if f.base != "" {
+		comp.BaseReason = ""
+		comp.Base = &review.BaseSource{Dir: baseDir, DirRoot: commandRoot(f.base, baseDir), PlanOptions: opts}
+	}
+	runs, err := review.Compare(ctx, &rec, comp)
+	if err != nil {
+		return validation.Record{}, nil, err
+	}
+	review.Explain(&rec, dir)
 	if len(rec.SecretsWithheld) == 0 {
 		for _, s := range secrets {
 			rec.SecretsWithheld = append(rec.SecretsWithheld, s.Name)
 		}
 	}
 	prog.summary(rec.Steps)
-	return rec, nil
+	return rec, runs, nil
+}
+
+// commandRoot is the command root of a checkout: the directory the
+// operator named, or the one an archive was extracted into.
+func commandRoot(path, dir string) string {
+	if st, err := os.Stat(path); err == nil && !st.IsDir() {
+		return filepath.Dir(dir)
+	}
+	return dir
 }
 
 // validateStages prices the run and, with GILF_EVIDENCE_ARTIFACTS=1,
@@ -216,7 +255,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 // would. Evidence keys name the checkout directory and a fresh run id in
 // place of a commit. A stage failure is printed in the review's notes;
 // only a store that cannot be opened is an error.
-func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, secrets []validation.Secret, log *slog.Logger) (review.RenderOptions, error) {
+func validateStages(ctx context.Context, cfg Config, path string, rec *validation.Record, runs []review.LaneRun, secrets []validation.Secret, log *slog.Logger) (review.RenderOptions, error) {
 	// The operator runs gilf validate on code they chose: the review is
 	// theirs, with the worker's settings and paths named.
 	opts := review.RenderOptions{Operator: true}
@@ -242,7 +281,7 @@ func validateStages(ctx context.Context, cfg Config, path string, rec *validatio
 	if err != nil {
 		return opts, err
 	}
-	res := review.Result{Record: *rec}
+	res := review.Result{Record: *rec, OriginRuns: runs}
 	opts.Notes = append(opts.Notes, stages.AfterRun(ctx, review.Job{Owner: "local", Repo: name, HeadSHA: "validate-" + runID[:16]}, &res, &opts)...)
 	*rec = res.Record
 	return opts, nil

@@ -29,6 +29,9 @@ type recordView struct {
 	Started            *time.Time          `json:"started"`
 	Finished           *time.Time          `json:"finished"`
 	Phases             []validation.Phase  `json:"phases"`
+	// Base is the comparison with the base (--base, or the reason there
+	// was none); null when no step failed.
+	Base *validation.BaseRun `json:"base"`
 }
 
 type stepView struct {
@@ -50,6 +53,10 @@ type stepView struct {
 	Reported     bool               `json:"reportedByExecutor"`
 	Reason       string             `json:"reason"`
 	Output       outputView         `json:"output"`
+	// Origin is a failed step's (introduced, preexisting, flaky,
+	// unknown), "" for the others; Failures its parsed failures.
+	Origin   validation.Origin        `json:"origin"`
+	Failures []validation.StepFailure `json:"failures"`
 }
 
 type outputView struct {
@@ -104,6 +111,7 @@ func newRecordView(r validation.Record) recordView {
 		Started:            timePtr(r.Started),
 		Finished:           timePtr(r.Finished),
 		Phases:             nonNil(r.Phases),
+		Base:               r.Base,
 	}
 	for _, s := range r.Steps {
 		sv := stepView{
@@ -112,6 +120,7 @@ func newRecordView(r validation.Record) recordView {
 			OutputBytes: s.Output.Bytes, OutputSHA256: s.Output.SHA256, Truncated: s.Output.Truncated,
 			Redactions: s.Output.Redactions, Reported: s.Reported, Reason: s.Reason,
 			Output: outputView{Head: s.Output.Head, Tail: s.Output.Tail},
+			Origin: s.Origin, Failures: nonNil(s.Failures),
 		}
 		if sv.DurationMs == 0 && s.Duration > 0 {
 			sv.DurationMs = s.Duration.Milliseconds()

@@ -153,7 +153,7 @@ func TestValidateBrokenTestFails(t *testing.T) {
 	r := gilf(t, nil, "validate", dir)
 	r.want(t, exitFailed,
 		"## gilf validation: ❌ failed",
-		"### Findings",
+		"### Not compared with the base (1)",
 		"adds wrongly on purpose",
 		"| `test` | `npm run test` | ❌ failed | 1 |",
 	)

@@ -258,7 +258,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	}
 
 	if !e.opts.NoGitWorkTree && runsAnything(req.Plan) {
-		note, gerr := sb.gitWorkTree(ctx, req.Labels["head_sha"])
+		note, gerr := sb.gitWorkTree(ctx, req.Labels["head_sha"], req.Labels)
 		if gerr != nil {
 			return executors.Result{}, gerr
 		}

@@ -247,7 +247,8 @@ type Options struct {
 	CAFile string
 	// NoGitWorkTree leaves the checkout as it is: by default, a checkout
 	// that is not a git work tree is made one (a single commit of its
-	// content, no remote, no credentials) before the first step, when
+	// content, the public clone URL as origin but no base branch, no
+	// credentials) before the first step, when
 	// git is installed on the worker.
 	NoGitWorkTree bool
 }

@@ -189,3 +189,43 @@ func hasNote(notes []string, sub string) bool {
 	}
 	return false
 }
+
+// With the repository's clone URL in the run's labels, the work tree has
+// it as origin: `git remote -v` works without a network. It has no
+// origin/<base ref>, not even with base_ref among the labels: the base
+// commit is not in the checkout, and a branch at the head's commit would
+// make `git diff origin/<base>` silently empty. A URL with credentials is
+// never set.
+func TestGitWorkTreeRemote(t *testing.T) {
+	e := newExec(t, Options{})
+	dir := repo(t, map[string]string{"package.json": "{}"})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := e.Run(ctx, executors.Request{Dir: dir,
+		Labels: map[string]string{"clone_url": "https://github.com/o/r.git", "base_ref": "release/1.x"},
+		Plan: validation.Plan{Steps: []validation.Step{
+			shStep("test", `git remote -v && echo "remote refs: [$(git for-each-ref refs/remotes)]" && { git rev-parse -q --verify origin/release/1.x || echo no-base-branch; }`, time.Minute),
+		}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := res.Steps[0].Output.Head
+	for _, want := range []string{"origin\thttps://github.com/o/r.git (fetch)\n", "remote refs: []\n", "no-base-branch\n"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("git in the sandbox lacks %q:\n%s", want, out)
+		}
+	}
+	if res.Steps[0].Status != validation.StatusPassed || !hasNote(res.Notes, "remote origin https://github.com/o/r.git (nothing fetched, no base branch)") {
+		t.Errorf("step %s, notes %q", res.Steps[0].Status, res.Notes)
+	}
+	for _, labels := range []map[string]string{
+		{"clone_url": "https://x-access-token:ghs_secret@github.com/o/r.git"},
+		{"clone_url": "https://github.com/o/r.git?token=1"},
+		{"clone_url": "git@github.com:o/r.git"},
+		{"clone_url": "https://github.com/o/r.git; rm -rf /"},
+	} {
+		if url := GitRemote(labels); url != "" {
+			t.Errorf("GitRemote(%q) = %q, want none", labels["clone_url"], url)
+		}
+	}
+}

@@ -19,15 +19,17 @@ const filesPerPage = 100
 
 // PullRequest is what gilf reads of a pull request.
 type PullRequest struct {
-	Number       int
-	Title        string
-	Body         string // the description, as the author wrote it (untrusted)
-	State        string
-	HeadSHA      string
-	HeadRef      string
-	HeadRepo     string // owner/name of head.repo
-	BaseRef      string
-	BaseSHA      string
+	Number   int
+	Title    string
+	Body     string // the description, as the author wrote it (untrusted)
+	State    string
+	HeadSHA  string
+	HeadRef  string
+	HeadRepo string // owner/name of head.repo
+	BaseRef  string
+	BaseSHA  string
+	// CloneURL is the base repository's public clone URL.
+	CloneURL     string
 	Draft        bool
 	Author       string
 	Labels       []string
@@ -63,6 +65,7 @@ func (c *Client) PullRequest(ctx context.Context, r Repo, number int) (PullReque
 		HeadRef:   pr.GetHead().GetRef(),
 		BaseRef:   pr.GetBase().GetRef(),
 		BaseSHA:   pr.GetBase().GetSHA(),
+		CloneURL:  pr.GetBase().GetRepo().GetCloneURL(),
 		Draft:     pr.GetDraft(),
 		Author:    pr.GetUser().GetLogin(),
 		Mergeable: pr.Mergeable,

@@ -22,7 +22,7 @@ func TestPullRequest(t *testing.T) {
 	}
 	want := PullRequest{
 		Number: 1347, Title: "Amazing new feature", Body: "Please pull these awesome changes in!", State: "open", HeadSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", HeadRef: "new-topic",
-		HeadRepo: "octocat/Hello-World", BaseRef: "master", BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e",
+		HeadRepo: "octocat/Hello-World", BaseRef: "master", BaseSHA: "6dcb09b5b57875f334f61aebed695e2e4193db5e", CloneURL: "https://github.com/octocat/Hello-World.git",
 		Draft: true, Author: "mona", Labels: []string{"bug", "gilf"}, Mergeable: pr.Mergeable,
 	}
 	if diff := cmp.Diff(want, pr); diff != "" {

@@ -62,6 +62,9 @@ var tests = []struct {
 	{"FinishShadow", testFinishShadow},
 	{"JobAttempts", testJobAttempts},
 	{"CostsByRepo", testCostsByRepo},
+	{"BaseResults", testBaseResults},
+	{"PruneBaseResults", testPruneBaseResults},
+	{"BaseAndRetryLanes", testBaseAndRetryLanes},
 }
 
 // Run runs the whole suite on e, each test in a subtest of its name.

@@ -200,6 +200,7 @@ func (s *Server) getPull(w http.ResponseWriter, r *http.Request, _ map[string]an
 	}
 	base := pr["base"].(map[string]any)
 	base["ref"] = o.BaseRef
+	base["sha"] = o.BaseSHA
 	if o.Author != "" {
 		pr["user"].(map[string]any)["login"] = o.Author
 	}
@@ -312,13 +313,24 @@ func wrap60(s string) string {
 }
 
 func (s *Server) tarball(w http.ResponseWriter, r *http.Request, _ map[string]any) {
-	cred := randHex(16)
+	ref := r.PathValue("ref")
 	s.mu.Lock()
-	s.downloads[cred] = true
+	tar := s.opts.Tarball
+	if ref == s.opts.BaseSHA && ref != s.opts.HeadSHA {
+		tar = s.opts.BaseTarball
+	}
 	loc := s.redirect
 	s.mu.Unlock()
+	if tar == nil {
+		s.basicError(w, http.StatusNotFound, "Not Found")
+		return
+	}
+	cred := randHex(16)
+	s.mu.Lock()
+	s.downloads[cred] = tar
+	s.mu.Unlock()
 	if loc == "" {
-		loc = fmt.Sprintf("%s/%s/%s/legacy.tar.gz/%s?token=%s", s.codeload.URL, s.opts.Owner, s.opts.Repo, r.PathValue("ref"), cred)
+		loc = fmt.Sprintf("%s/%s/%s/legacy.tar.gz/%s?token=%s", s.codeload.URL, s.opts.Owner, s.opts.Repo, ref, cred)
 	}
 	w.Header().Set("Location", loc)
 	w.Header().Set("Content-Type", "text/html;charset=utf-8")
@@ -336,8 +348,7 @@ func (s *Server) serveCodeload(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.mu.Lock()
-	ok := s.downloads[r.URL.Query().Get("token")]
-	tar := s.opts.Tarball
+	tar, ok := s.downloads[r.URL.Query().Get("token")]
 	s.mu.Unlock()
 	if !ok {
 		http.NotFound(w, r)

@@ -139,6 +139,11 @@ type Options struct {
 	// Tarball is served by codeload; nil serves the recorded octokit
 	// get-archive tarball.
 	Tarball []byte
+	// BaseSHA is the pull request's base.sha (default: the example's).
+	// BaseTarball is served at BaseSHA; nil answers 404 there (an
+	// archive GitHub does not have), unless BaseSHA is also the head.
+	BaseSHA     string
+	BaseTarball []byte
 	// Now is the server's clock (token expiry, JWT checks); default
 	// time.Now.
 	Now func() time.Time
@@ -182,8 +187,8 @@ type Server struct {
 	faults       map[Endpoint][]Fault
 	tokens       map[string]token
 	minted       int
-	downloads    map[string]bool // one-time codeload credentials
-	redirect     string          // tarball Location override
+	downloads    map[string][]byte // one-time codeload credentials, with the archive each serves
+	redirect     string            // tarball Location override
 	reviews      []map[string]any
 	dismissals   []Dismissal
 	checkRuns    []*checkRun
@@ -252,7 +257,7 @@ func New(t testing.TB, opts Options) *Server {
 		data:      shared.Data(t, "github-api"),
 		faults:    make(map[Endpoint][]Fault),
 		tokens:    make(map[string]token),
-		downloads: make(map[string]bool),
+		downloads: make(map[string][]byte),
 		nextID:    1000,
 	}
 	pr := s.example("pulls.get.response.200.default.json")
@@ -272,6 +277,9 @@ func New(t testing.TB, opts Options) *Server {
 	}
 	if s.opts.BaseRef == "" {
 		s.opts.BaseRef = base["ref"].(string)
+	}
+	if s.opts.BaseSHA == "" {
+		s.opts.BaseSHA = base["sha"].(string)
 	}
 	if s.opts.Now == nil {
 		s.opts.Now = time.Now
@@ -351,6 +359,25 @@ func (s *Server) SetTarball(b []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.opts.Tarball = b
+}
+
+// SetBaseTarball replaces the archive served at the base sha.
+func (s *Server) SetBaseTarball(b []byte) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.opts.BaseTarball = b
+}
+
+// TarballRequests counts the tarball requests for ref so far (the API's,
+// each one download).
+func (s *Server) TarballRequests(ref string) int {
+	n := 0
+	for _, r := range s.Requests() {
+		if r.Endpoint == Tarball && strings.HasSuffix(r.Path, "/tarball/"+ref) {
+			n++
+		}
+	}
+	return n
 }
 
 // RedirectTarball makes the tarball endpoint redirect to location

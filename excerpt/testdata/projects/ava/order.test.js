@@ -1,0 +1,5 @@
+import test from "ava";
+
+test("ships the order", (t) => {
+  t.fail("no carrier");
+});
