@@ -121,23 +121,7 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 
-	res := &probed{}
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		res.notes = append(res.notes, "no cgroup limits: cannot read /proc/self/cgroup")
-	} else {
-		res.cg = detectCgroups(p.opts.CgroupRoot, self)
-	}
-	if res.cg.version != cgroupNone {
-		if n, err := res.cg.sweep(ctx); err != nil {
-			p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
-		} else if n > 0 {
-			p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
-				slog.String("executor", Name), slog.Int("count", n))
-		}
-		res.cg = p.checkCgroups(res.cg)
-	}
-
+	res := p.probeCgroups(ctx)
 	dirs, _, err := makeRunDirs(p.opts.WorkRoot, "", int(p.opts.SandboxUID), int(p.opts.SandboxGID))
 	defer func() {
 		if dirs.Root != "" {
@@ -189,6 +173,37 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		return p.direct(ctx, res, dirs)
 	}
 	res.notes = append(res.notes, seccompNote())
+	p.grade(ctx, res)
+	return res, nil, nil
+}
+
+// probeCgroups finds the cgroups the worker may use, removes those a
+// worker that died left, and checks that limits can be set.
+func (p *prober) probeCgroups(ctx context.Context) *probed {
+	res := &probed{}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		res.notes = append(res.notes, "no cgroup limits: cannot read /proc/self/cgroup")
+	} else {
+		res.cg = detectCgroups(p.opts.CgroupRoot, self)
+	}
+	if res.cg.version == cgroupNone {
+		return res
+	}
+	if n, err := res.cg.sweep(ctx); err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
+	} else if n > 0 {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
+			slog.String("executor", Name), slog.Int("count", n))
+	}
+	res.cg = p.checkCgroups(res.cg)
+	return res
+}
+
+// grade sets the tier of a host whose bwrap sandbox passed the probe: read
+// only with cgroup limits and the disk ceiling, else no network; its notes
+// say which limits are in force and why others are not.
+func (p *prober) grade(ctx context.Context, res *probed) {
 	diskWhy := p.checkDisk(ctx, res)
 	if res.cg.version != cgroupNone && res.cg.limits && diskWhy == "" {
 		res.tier = validation.TierReadOnly
@@ -207,7 +222,6 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	if res.disk != nil {
 		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
 	}
-	return res, nil, nil
 }
 
 // direct checks that tier none can at least run a process as the sandbox
