@@ -138,7 +138,7 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		return nil, nil, err
 	}
 	step := validation.Step{Name: "isolation-probe", Argv: []string{"/bin/sh", "-c", probeScript, "probe", strconv.FormatUint(uint64(p.opts.SandboxUID), 10)}}
-	run := func(cg cgroupHost) (r validation.StepResult, err error) {
+	probeIn := func(cg cgroupHost) (r validation.StepResult, err error) {
 		sb := &sandbox{opts: p.opts, log: p.log, dirs: dirs, cg: cg, name: cgroupName("probe-" + id)}
 		// The probe's step is not an install step: it has no network.
 		if err := sb.openCgroup(); err != nil {
@@ -153,13 +153,13 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		res.notes = append(res.notes, fmt.Sprintf("bubblewrap is not usable at %s: %v", p.opts.BwrapPath, err))
 		return p.direct(ctx, res, dirs)
 	}
-	r, err := run(res.cg)
+	r, err := probeIn(res.cg)
 	if err != nil && res.cg.version != cgroupNone {
 		// The sandbox could not be set up inside a cgroup: try without,
 		// to tell a cgroup problem from a bwrap problem.
 		res.notes = append(res.notes, "no cgroup limits: a sandbox could not be placed in a cgroup: "+err.Error())
 		res.cg = cgroupHost{}
-		r, err = run(res.cg)
+		r, err = probeIn(res.cg)
 	}
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("isolation probe: %w", ctx.Err())
