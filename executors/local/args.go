@@ -122,6 +122,32 @@ func bwrapArgs(opts Options, step validation.Step, paths Paths) (options, comman
 		"--hostname", SandboxHostname,
 		"--clearenv",
 	)
+	a = append(a, bwrapEnv(opts, paths)...)
+	a = append(a, bwrapMounts(opts, paths)...)
+	if paths.InfoFD > 0 {
+		a = append(a, "--info-fd", strconv.Itoa(paths.InfoFD))
+	}
+	if paths.BlockFD > 0 {
+		a = append(a, "--block-fd", strconv.Itoa(paths.BlockFD))
+	}
+	// Last of the sandbox's options. bwrap loads the filter after its
+	// own setup, just before it runs the step.
+	if paths.SeccompFD > 0 {
+		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
+	}
+	a = append(a, "--chdir", SandboxWorkspace)
+	cmd := slices.Clone(step.Argv)
+	if e := paths.Egress; e != nil {
+		cmd = egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, cmd)
+	}
+	if paths.GuardFD > 0 || (paths.TokenFD > 0 && paths.StartFD > 0) {
+		cmd = startArgv(paths.GuardFD, paths.TokenFD, paths.StartFD, cmd)
+	}
+	return a, cmd
+}
+
+// bwrapEnv sets the step's whole environment (--clearenv comes first).
+func bwrapEnv(opts Options, paths Paths) []string {
 	env := opts.stepEnv(paths.RepoEnv)
 	if paths.Egress != nil {
 		maps.Copy(env, proxyEnv())
@@ -130,9 +156,18 @@ func bwrapArgs(opts Options, step validation.Step, paths Paths) (options, comman
 		env["PATH"] = SandboxToolDir + "/bin:" + env["PATH"]
 	}
 	maps.Copy(env, paths.Env)
+	var a []string
 	for _, k := range slices.Sorted(maps.Keys(env)) {
 		a = append(a, "--setenv", k, env[k])
 	}
+	return a
+}
+
+// bwrapMounts lays out the sandbox's file system: the system read-only,
+// the generated /etc, the run's private directories, the allowed and
+// denied paths, the package manager and the bridge, then / read-only.
+func bwrapMounts(opts Options, paths Paths) []string {
+	var a []string
 	for _, p := range SystemReadPaths() {
 		a = append(a, "--ro-bind-try", p, p)
 	}
@@ -180,24 +215,5 @@ func bwrapArgs(opts Options, step validation.Step, paths Paths) (options, comman
 	if paths.Shm != "" {
 		a = append(a, "--remount-ro", "/dev")
 	}
-	if paths.InfoFD > 0 {
-		a = append(a, "--info-fd", strconv.Itoa(paths.InfoFD))
-	}
-	if paths.BlockFD > 0 {
-		a = append(a, "--block-fd", strconv.Itoa(paths.BlockFD))
-	}
-	// Last of the sandbox's options. bwrap loads the filter after its
-	// own setup, just before it runs the step.
-	if paths.SeccompFD > 0 {
-		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
-	}
-	a = append(a, "--chdir", SandboxWorkspace)
-	cmd := slices.Clone(step.Argv)
-	if e := paths.Egress; e != nil {
-		cmd = egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, cmd)
-	}
-	if paths.GuardFD > 0 || (paths.TokenFD > 0 && paths.StartFD > 0) {
-		cmd = startArgv(paths.GuardFD, paths.TokenFD, paths.StartFD, cmd)
-	}
-	return a, cmd
+	return a
 }

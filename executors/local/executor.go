@@ -105,23 +105,72 @@ func (e *Executor) Tier(ctx context.Context) (validation.Tier, error) {
 	return p.tier, nil
 }
 
-// Run runs req.Plan as executors.Executor's lifecycle says.
+// Run runs req.Plan as executors.Executor's lifecycle says, in phases:
+// prepare (the isolation probe, the package manager, the run's uid,
+// workspace, configuration and cgroup), start (the platform probe and the
+// git work tree: the sandbox shown to work), wait (the plan's steps, one
+// after another), collect (the result) and clean up (the cgroup, the
+// workspace, the uid and the package manager released, in every
+// outcome). The record's phases time them (see phaseClock).
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {
-	clock := newPhaseClock()
-	p, err := e.probe.get(ctx)
+	r, err := e.admit(ctx, req)
 	if err != nil {
 		return executors.Result{}, err
 	}
+	// Registered first, so it runs last: the cleanup is timed too.
+	defer func() {
+		if err == nil {
+			r.clock.mark("cleanup")
+			res.Phases = r.clock.phases
+		}
+	}()
+	defer func() { err = errors.Join(err, r.cleanup(ctx)) }()
+	if err := r.prepare(ctx); err != nil {
+		return executors.Result{}, err
+	}
+	if err := r.start(ctx); err != nil {
+		return executors.Result{}, err
+	}
+	if err := r.wait(ctx); err != nil {
+		return executors.Result{}, err
+	}
+	return r.collect(ctx)
+}
+
+// run is one Run through its phases.
+type run struct {
+	e     *Executor
+	req   executors.Request
+	p     *probed
+	clock *phaseClock
+	res   executors.Result
+	// denyDirs and denyFiles split Options.DenyRead.
+	denyDirs, denyFiles []string
+	// Held by the run, released by cleanup: the package manager, the
+	// run's uid, its directories, its sandbox (with the cgroup).
+	tool toolMount
+	tn   *tenant
+	dirs runDirs
+	sb   *sandbox
+}
+
+// admit probes the isolation (once per Executor) and checks that it meets
+// Options.MinTier: the "isolation" phase, before anything is held.
+func (e *Executor) admit(ctx context.Context, req executors.Request) (*run, error) {
+	clock := newPhaseClock()
+	p, err := e.probe.get(ctx)
+	if err != nil {
+		return nil, err
+	}
 	if !meets(p.tier, e.opts.MinTier) {
-		return executors.Result{}, validation.Refuse(validation.CodeIsolationTierUnmet,
+		return nil, validation.Refuse(validation.CodeIsolationTierUnmet,
 			"this host gives local isolation tier %s, below the required %s", p.tier, e.opts.MinTier)
 	}
 	denyDirs, denyFiles, err := splitDenyRead(e.opts.DenyRead)
 	if err != nil {
-		return executors.Result{}, err
+		return nil, err
 	}
-
-	res = executors.Result{
+	res := executors.Result{
 		Executor: Name,
 		Tier:     p.tier,
 		Platform: hostPlatform(),
@@ -132,197 +181,186 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	}
 	res.Notes = append(res.Notes, p.notes...)
 	clock.mark("isolation")
-	// Registered first, so it runs last: the cleanup is timed too.
-	defer func() {
-		if err == nil {
-			clock.mark("cleanup")
-			res.Phases = clock.phases
-		}
-	}()
+	return &run{e: e, req: req, p: p, clock: clock, res: res, denyDirs: denyDirs, denyFiles: denyFiles}, nil
+}
 
+// prepare holds what the run needs before anything runs: the egress
+// control's admission, the package manager ("package-manager"), a uid of
+// the pool and the workspace ("workspace"), the run's configuration files
+// and cgroup ("config-and-cgroup"). What it holds, cleanup releases.
+func (r *run) prepare(ctx context.Context) error {
 	runID, err := randomID()
 	if err != nil {
-		return executors.Result{}, err
+		return err
 	}
-	// The run's own uid: released once every process of the run is gone
-	// (the deferred cleanups below run first).
-	// The egress control: an install step that asks for the registry
-	// needs the bridge; when it cannot be found, the step's network cannot
-	// be stated, and nothing runs.
-	if r := e.admitEgress(req.Plan); r != nil {
-		return executors.Result{}, r
+	// An install step that asks for the registry needs the bridge; when
+	// it cannot be found, the step's network cannot be stated, and
+	// nothing runs.
+	if ref := r.e.admitEgress(r.req.Plan); ref != nil {
+		return ref
 	}
 	// The package manager at the checkout's version, prepared before
 	// anything starts: one that cannot be had is a refusal.
-	tool, err := e.chooseTool(ctx, req.Plan, req.Dir)
+	tool, err := r.e.chooseTool(ctx, r.req.Plan, r.req.Dir)
 	if err != nil {
-		return executors.Result{}, err
+		return err
 	}
-	defer tool.close()
-	res.Platform.PackageManagerVersion = tool.version
-	res.Notes = append(res.Notes, tool.notes...)
-	clock.mark("package-manager")
+	r.tool = tool
+	r.res.Platform.PackageManagerVersion = r.tool.version
+	r.res.Notes = append(r.res.Notes, r.tool.notes...)
+	r.clock.mark("package-manager")
+	if err := r.takeWorkspace(ctx); err != nil {
+		return err
+	}
+	r.clock.mark("workspace")
+	if err := r.writeConfig(); err != nil {
+		return fmt.Errorf("prepare workspace: %w", err)
+	}
+	if err := r.openSandbox(runID); err != nil {
+		return err
+	}
+	r.clock.mark("config-and-cgroup")
+	return nil
+}
+
+// takeWorkspace takes the run's own uid (released once every process of
+// the run is gone) and makes its directories, the checkout copied in.
+func (r *run) takeWorkspace(ctx context.Context) error {
 	// An exhausted pool is an infrastructure error: the job is retried
 	// once a run ends.
-	tn, err := e.uids.take()
+	tn, err := r.e.uids.take()
 	var ref *validation.Refusal
 	if errors.As(err, &ref) {
-		return executors.Result{}, ref
+		return ref
 	}
 	if err != nil {
-		return executors.Result{}, fmt.Errorf("sandbox uid: %w", err)
+		return fmt.Errorf("sandbox uid: %w", err)
 	}
-	defer func() {
-		if rerr := e.uids.release(tn); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
-	opts := e.opts
-	opts.SandboxUID, opts.SandboxGID = tn.uid, tn.gid
-	dirs, skipped, err := makeRunDirsOn(ctx, e.opts.WorkRoot, req.Dir, int(opts.SandboxUID), int(opts.SandboxGID), p.disk, e.opts.Disk)
-	// Cleanup runs in every outcome, a panic included.
-	defer func() {
-		if rerr := dirs.remove(); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}()
+	r.tn = tn
+	opts := r.e.opts
+	dirs, skipped, err := makeRunDirsOn(ctx, opts.WorkRoot, r.req.Dir, int(tn.uid), int(tn.gid), r.p.disk, opts.Disk)
+	// Removed by cleanup in every outcome, what was made of it too.
+	r.dirs = dirs
 	if err != nil {
-		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+		return fmt.Errorf("prepare workspace: %w", err)
 	}
-	clock.mark("workspace")
 	if len(skipped) > 0 {
-		res.Notes = append(res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
+		r.res.Notes = append(r.res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
-	if err := tool.writeShims(dirs.Base); err != nil {
-		return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+	return nil
+}
+
+// writeConfig writes the package manager's shims, the CA bundle and the
+// sandbox user's registry settings into the run's directories.
+func (r *run) writeConfig() error {
+	if err := r.tool.writeShims(r.dirs.Base); err != nil {
+		return err
 	}
-	if e.ca != nil {
-		if err := writePublic(filepath.Join(dirs.Etc, caEtcName), e.ca); err != nil {
-			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+	if r.e.ca != nil {
+		if err := writePublic(filepath.Join(r.dirs.Etc, caEtcName), r.e.ca); err != nil {
+			return err
 		}
 	}
 	for name, rc := range map[string]string{
-		".npmrc":      userNpmrc(e.opts.Egress.Registries),
-		".yarnrc.yml": userYarnrc(e.opts.Egress.Registries),
+		".npmrc":      userNpmrc(r.e.opts.Egress.Registries),
+		".yarnrc.yml": userYarnrc(r.e.opts.Egress.Registries),
 	} {
 		if rc == "" {
 			continue
 		}
-		if err := writeOwned(filepath.Join(dirs.Home, name), []byte(rc), int(opts.SandboxUID), int(opts.SandboxGID)); err != nil {
-			return executors.Result{}, fmt.Errorf("prepare workspace: %w", err)
+		if err := writeOwned(filepath.Join(r.dirs.Home, name), []byte(rc), int(r.tn.uid), int(r.tn.gid)); err != nil {
+			return err
 		}
 	}
+	return nil
+}
+
+// openSandbox makes what the run's steps share, with the run's cgroup.
+func (r *run) openSandbox(runID string) error {
+	e := r.e
+	opts := e.opts
+	opts.SandboxUID, opts.SandboxGID = r.tn.uid, r.tn.gid
 	sb := &sandbox{
 		log:       e.log,
 		opts:      opts,
-		dirs:      dirs,
-		direct:    p.tier == validation.TierNone,
-		cg:        p.cg,
-		secrets:   req.Secrets,
+		dirs:      r.dirs,
+		direct:    r.p.tier == validation.TierNone,
+		cg:        r.p.cg,
+		secrets:   r.req.Secrets,
 		name:      cgroupName("run-" + runID),
-		denyDirs:  denyDirs,
-		denyFiles: denyFiles,
-		tool:      tool.dir,
+		denyDirs:  r.denyDirs,
+		denyFiles: r.denyFiles,
+		tool:      r.tool.dir,
 		ca:        e.ca != nil,
-		env:       tool.env(e.ca != nil),
-		repoEnv:   req.Plan.Env,
+		env:       r.tool.env(e.ca != nil),
+		repoEnv:   r.req.Plan.Env,
 		up:        e.up,
 	}
 	if err := sb.openCgroup(); err != nil {
-		return executors.Result{}, err
+		return err
 	}
-	defer func() {
-		if cerr := sb.closeCgroup(context.WithoutCancel(ctx)); cerr != nil {
-			err = errors.Join(err, cerr)
-		}
-	}()
-	clock.mark("config-and-cgroup")
+	r.sb = sb
 	if sb.cg.limits && sb.cg.version != cgroupNone {
 		l := e.opts.Limits
-		res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
+		r.res.Resources = executors.Resources{VCPU: l.CPUs, MemoryGiB: float64(l.MemoryBytes) / (1 << 30)}
 	}
+	return nil
+}
 
-	node, perr := sb.runStep(ctx, stepRun{
+// start shows the sandbox works before the plan's steps run in it: node's
+// version from inside ("platform-probe"), and the checkout made a git work
+// tree when a step will run ("git-work-tree").
+func (r *run) start(ctx context.Context) error {
+	node, err := r.sb.runStep(ctx, stepRun{
 		step:      validation.Step{Name: "platform-probe", Argv: []string{"node", "--version"}},
 		timeout:   ProbeTimeout,
 		maxOutput: ProbeMaxOutputBytes,
 	})
-	if perr != nil {
-		return executors.Result{}, fmt.Errorf("platform probe: %w", perr)
+	if err != nil {
+		return fmt.Errorf("platform probe: %w", err)
 	}
-	clock.mark("platform-probe")
+	r.clock.mark("platform-probe")
 	if v := strings.TrimSpace(node.Output.Head); node.Status == validation.StatusPassed && isVersion(v) {
-		res.Platform.Node = v
+		r.res.Platform.Node = v
 	} else {
-		res.Notes = append(res.Notes, "node --version did not run in the sandbox; node version unknown")
+		r.res.Notes = append(r.res.Notes, "node --version did not run in the sandbox; node version unknown")
 	}
-
-	if !e.opts.NoGitWorkTree && runsAnything(req.Plan) {
-		note, gerr := sb.gitWorkTree(ctx, req.Labels["head_sha"], req.Labels)
-		if gerr != nil {
-			return executors.Result{}, gerr
-		}
-		if note != "" {
-			res.Notes = append(res.Notes, note)
-		}
-		clock.mark("git-work-tree")
+	if r.e.opts.NoGitWorkTree || !runsAnything(r.req.Plan) {
+		return nil
 	}
+	note, err := r.sb.gitWorkTree(ctx, r.req.Labels["head_sha"], r.req.Labels)
+	if err != nil {
+		return err
+	}
+	if note != "" {
+		r.res.Notes = append(r.res.Notes, note)
+	}
+	r.clock.mark("git-work-tree")
+	return nil
+}
 
-	res.Steps = make([]validation.StepResult, 0, len(req.Plan.Steps))
+// wait runs the plan's steps one after another ("step:<name>" each); once
+// the install step fails or the run is cancelled, the rest are not run.
+// An error is an infrastructure failure: the run cannot be trusted,
+// whatever the steps printed.
+func (r *run) wait(ctx context.Context) error {
+	r.res.Steps = make([]validation.StepResult, 0, len(r.req.Plan.Steps))
 	stop := "" // why later steps are not run
-	for _, st := range req.Plan.Steps {
+	for _, st := range r.req.Plan.Steps {
 		if st.Inconclusive != "" {
-			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusInconclusive, st.Inconclusive))
+			r.res.Steps = append(r.res.Steps, notRun(r.e.opts, st, validation.StatusInconclusive, st.Inconclusive))
 			continue
+		}
+		if stop == "" && ctx.Err() != nil {
+			stop = "the run was cancelled"
 		}
 		if stop != "" {
-			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusNotRun, stop))
+			r.res.Steps = append(r.res.Steps, notRun(r.e.opts, st, validation.StatusNotRun, stop))
 			continue
 		}
-		if ctx.Err() != nil {
-			stop = "the run was cancelled"
-			res.Steps = append(res.Steps, notRun(e.opts, st, validation.StatusNotRun, stop))
-			continue
-		}
-		if req.Progress != nil {
-			req.Progress(st.Name, time.Now())
-		}
-		timeout := st.Timeout
-		if timeout <= 0 {
-			timeout = e.opts.StepTimeout
-		}
-		sr, serr := sb.runStep(ctx, stepRun{
-			step:      st,
-			timeout:   timeout,
-			maxOutput: e.opts.MaxOutputBytes,
-		})
-		clock.mark("step:" + st.Name)
-		e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
-			slog.String("executor", Name), slog.String("step", st.Name),
-			slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))
-		if serr != nil {
-			// Infrastructure: the run cannot be trusted, whatever the
-			// step printed.
-			return executors.Result{}, serr
-		}
-		if dirs.disk != nil {
-			full, ferr := dirs.disk.full()
-			if ferr != nil {
-				return executors.Result{}, ferr
-			}
-			if full {
-				sr.Reason = joinReason(sr.Reason, e.opts.Disk.ceilingWords())
-			}
-		}
-		res.Steps = append(res.Steps, sr)
-		if sr.Network == validation.NetworkHost {
-			note := fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name)
-			if st.Network == validation.NetworkRegistry {
-				// The plan's notes speak of the registry proxy as the
-				// install step's only network: not at this tier.
-				note += ", and no proxy stood between it and the network (the plan's notes of a registry proxy as its only network do not hold at tier none)"
-			}
-			res.Notes = append(res.Notes, note)
+		sr, err := r.runStep(ctx, st)
+		if err != nil {
+			return err
 		}
 		switch {
 		case ctx.Err() != nil:
@@ -331,11 +369,77 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 			stop = "the install step did not pass"
 		}
 	}
-	res.Finished = time.Now()
-	if ctx.Err() != nil {
-		return res, fmt.Errorf("local run: %w", ctx.Err())
+	return nil
+}
+
+// runStep runs one of the plan's steps and adds its result, with what
+// the run's disk ceiling and tier say of it.
+func (r *run) runStep(ctx context.Context, st validation.Step) (validation.StepResult, error) {
+	if r.req.Progress != nil {
+		r.req.Progress(st.Name, time.Now())
 	}
-	return res, nil
+	timeout := st.Timeout
+	if timeout <= 0 {
+		timeout = r.e.opts.StepTimeout
+	}
+	sr, err := r.sb.runStep(ctx, stepRun{step: st, timeout: timeout, maxOutput: r.e.opts.MaxOutputBytes})
+	r.clock.mark("step:" + st.Name)
+	r.e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
+		slog.String("executor", Name), slog.String("step", st.Name),
+		slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))
+	if err != nil {
+		return sr, err
+	}
+	if r.dirs.disk != nil {
+		full, err := r.dirs.disk.full()
+		if err != nil {
+			return sr, err
+		}
+		if full {
+			sr.Reason = joinReason(sr.Reason, r.e.opts.Disk.ceilingWords())
+		}
+	}
+	r.res.Steps = append(r.res.Steps, sr)
+	if sr.Network == validation.NetworkHost {
+		note := fmt.Sprintf("step %s shared the host network: tier none makes no network namespace", st.Name)
+		if st.Network == validation.NetworkRegistry {
+			// The plan's notes speak of the registry proxy as the
+			// install step's only network: not at this tier.
+			note += ", and no proxy stood between it and the network (the plan's notes of a registry proxy as its only network do not hold at tier none)"
+		}
+		r.res.Notes = append(r.res.Notes, note)
+	}
+	return sr, nil
+}
+
+// collect finishes the result; a cancelled run returns it with the
+// cancellation.
+func (r *run) collect(ctx context.Context) (executors.Result, error) {
+	r.res.Finished = time.Now()
+	if ctx.Err() != nil {
+		return r.res, fmt.Errorf("local run: %w", ctx.Err())
+	}
+	return r.res, nil
+}
+
+// cleanup releases what prepare held, in reverse, in every outcome (a
+// panic included): the run's cgroup (whatever is left in it killed), its
+// directories, its uid (once every process of the run is gone), the
+// package manager.
+func (r *run) cleanup(ctx context.Context) (err error) {
+	if r.sb != nil {
+		err = r.sb.closeCgroup(context.WithoutCancel(ctx))
+	}
+	if rerr := r.dirs.remove(); rerr != nil {
+		err = errors.Join(err, rerr)
+	}
+	if r.tn != nil {
+		if rerr := r.e.uids.release(r.tn); rerr != nil {
+			err = errors.Join(err, rerr)
+		}
+	}
+	r.tool.close()
+	return err
 }
 
 // notRun is the result of a step that did not run.

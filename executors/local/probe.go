@@ -121,23 +121,7 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	ctx, cancel := context.WithTimeout(ctx, ProbeTimeout)
 	defer cancel()
 
-	res := &probed{}
-	self, err := os.ReadFile("/proc/self/cgroup")
-	if err != nil {
-		res.notes = append(res.notes, "no cgroup limits: cannot read /proc/self/cgroup")
-	} else {
-		res.cg = detectCgroups(p.opts.CgroupRoot, self)
-	}
-	if res.cg.version != cgroupNone {
-		if n, err := res.cg.sweep(ctx); err != nil {
-			p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
-		} else if n > 0 {
-			p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
-				slog.String("executor", Name), slog.Int("count", n))
-		}
-		res.cg = p.checkCgroups(res.cg)
-	}
-
+	res := p.probeCgroups(ctx)
 	dirs, _, err := makeRunDirs(p.opts.WorkRoot, "", int(p.opts.SandboxUID), int(p.opts.SandboxGID))
 	defer func() {
 		if dirs.Root != "" {
@@ -154,7 +138,7 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		return nil, nil, err
 	}
 	step := validation.Step{Name: "isolation-probe", Argv: []string{"/bin/sh", "-c", probeScript, "probe", strconv.FormatUint(uint64(p.opts.SandboxUID), 10)}}
-	run := func(cg cgroupHost) (r validation.StepResult, err error) {
+	probeIn := func(cg cgroupHost) (r validation.StepResult, err error) {
 		sb := &sandbox{opts: p.opts, log: p.log, dirs: dirs, cg: cg, name: cgroupName("probe-" + id)}
 		// The probe's step is not an install step: it has no network.
 		if err := sb.openCgroup(); err != nil {
@@ -169,13 +153,13 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		res.notes = append(res.notes, fmt.Sprintf("bubblewrap is not usable at %s: %v", p.opts.BwrapPath, err))
 		return p.direct(ctx, res, dirs)
 	}
-	r, err := run(res.cg)
+	r, err := probeIn(res.cg)
 	if err != nil && res.cg.version != cgroupNone {
 		// The sandbox could not be set up inside a cgroup: try without,
 		// to tell a cgroup problem from a bwrap problem.
 		res.notes = append(res.notes, "no cgroup limits: a sandbox could not be placed in a cgroup: "+err.Error())
 		res.cg = cgroupHost{}
-		r, err = run(res.cg)
+		r, err = probeIn(res.cg)
 	}
 	if ctx.Err() != nil {
 		return nil, nil, fmt.Errorf("isolation probe: %w", ctx.Err())
@@ -189,6 +173,37 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 		return p.direct(ctx, res, dirs)
 	}
 	res.notes = append(res.notes, seccompNote())
+	p.grade(ctx, res)
+	return res, nil, nil
+}
+
+// probeCgroups finds the cgroups the worker may use, removes those a
+// worker that died left, and checks that limits can be set.
+func (p *prober) probeCgroups(ctx context.Context) *probed {
+	res := &probed{}
+	self, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		res.notes = append(res.notes, "no cgroup limits: cannot read /proc/self/cgroup")
+	} else {
+		res.cg = detectCgroups(p.opts.CgroupRoot, self)
+	}
+	if res.cg.version == cgroupNone {
+		return res
+	}
+	if n, err := res.cg.sweep(ctx); err != nil {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
+	} else if n > 0 {
+		p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
+			slog.String("executor", Name), slog.Int("count", n))
+	}
+	res.cg = p.checkCgroups(res.cg)
+	return res
+}
+
+// grade sets the tier of a host whose bwrap sandbox passed the probe: read
+// only with cgroup limits and the disk ceiling, else no network; its notes
+// say which limits are in force and why others are not.
+func (p *prober) grade(ctx context.Context, res *probed) {
 	diskWhy := p.checkDisk(ctx, res)
 	if res.cg.version != cgroupNone && res.cg.limits && diskWhy == "" {
 		res.tier = validation.TierReadOnly
@@ -207,7 +222,6 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	if res.disk != nil {
 		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
 	}
-	return res, nil, nil
 }
 
 // direct checks that tier none can at least run a process as the sandbox

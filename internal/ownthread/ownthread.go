@@ -1,5 +1,6 @@
-// Package ownthread starts a long-lived child process (a test's registry
-// or database server) so that its parent-death signal means what it says.
+// Package ownthread starts a child process with a parent-death signal (a
+// test's registry or database server, a local executor's step) so that
+// the signal means what it says.
 //
 // A child's Pdeathsig fires when the thread that forked it ends, not the
 // process. A Go program's threads do end: one whose goroutine exits while
@@ -20,12 +21,24 @@ import (
 // cmd.Wait's result. Nothing else runs on that thread, so no other
 // goroutine's end can take it (and the child) away. The caller must not
 // call cmd.Wait itself.
-func Start(cmd *exec.Cmd) (<-chan error, error) {
+func Start(cmd *exec.Cmd) (<-chan error, error) { return StartWith(cmd, nil) }
+
+// StartWith is Start with setup run first on that thread (when not nil):
+// what setup sets on the thread (no_new_privs, say) the child inherits,
+// and the thread is never given back to run anything else. An error of
+// setup's is returned and cmd is not started.
+func StartWith(cmd *exec.Cmd, setup func() error) (<-chan error, error) {
 	started := make(chan error, 1)
 	done := make(chan error, 1)
 	go func() {
 		// Never unlocked: the thread ends with this goroutine, after cmd.
 		runtime.LockOSThread()
+		if setup != nil {
+			if err := setup(); err != nil {
+				started <- err
+				return
+			}
+		}
 		if err := cmd.Start(); err != nil {
 			started <- err
 			return

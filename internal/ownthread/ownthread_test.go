@@ -2,15 +2,15 @@ package ownthread
 
 import (
 	"errors"
-	"os"
 	"os/exec"
-	"runtime"
-	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/internal/ownthread/threadtest"
 )
 
 // sleeper is a child that lives until killed, with Pdeathsig SIGKILL.
@@ -20,59 +20,13 @@ func sleeper() *exec.Cmd {
 	return cmd
 }
 
-// startFromDoomedThread runs start on a goroutine locked to its thread
-// that then ends, as a tier-none step's does, and waits until that thread
-// is gone from /proc.
-func startFromDoomedThread(t *testing.T, start func() error) {
-	t.Helper()
-	tids := make(chan int, 1)
-	errs := make(chan error, 1)
-	var doomed func()
-	doomed = func() {
-		runtime.LockOSThread()
-		if unix.Gettid() == unix.Getpid() {
-			// The runtime wedges the main thread rather than end it:
-			// hold it while another goroutine gets a thread of its own.
-			defer runtime.UnlockOSThread()
-			done := make(chan struct{})
-			go func() { defer close(done); doomed() }()
-			<-done
-			return
-		}
-		// Never unlocked: the thread ends with this goroutine.
-		tids <- unix.Gettid()
-		errs <- start()
-	}
-	go doomed()
-	waitThreadGone(t, <-tids, errs)
-}
-
-// waitThreadGone waits for the doomed goroutine's start and its thread's end.
-func waitThreadGone(t *testing.T, tid int, errs <-chan error) {
-	t.Helper()
-	if err := <-errs; err != nil {
-		t.Fatal(err)
-	}
-	task := "/proc/self/task/" + strconv.Itoa(tid)
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		if _, err := os.Stat(task); errors.Is(err, os.ErrNotExist) {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("thread %d did not end", tid)
-		}
-		runtime.Gosched()
-	}
-}
-
 // The child of Start outlives the thread that called Start: once that
 // thread is gone, the child is still there to be ended by a SIGTERM of
 // the test's (a SIGKILL sent at the thread's end would have won).
 func TestChildOutlivesTheCallersThread(t *testing.T) {
 	cmd := sleeper()
 	var wait <-chan error
-	startFromDoomedThread(t, func() (err error) {
+	threadtest.StartOnEndingThread(t, func() (err error) {
 		wait, err = Start(cmd)
 		return err
 	})
@@ -94,7 +48,7 @@ func TestChildOutlivesTheCallersThread(t *testing.T) {
 func TestPlainStartDiesWithTheThread(t *testing.T) {
 	cmd := sleeper()
 	wait := make(chan error, 1)
-	startFromDoomedThread(t, func() error {
+	threadtest.StartOnEndingThread(t, func() error {
 		if err := cmd.Start(); err != nil {
 			return err
 		}
@@ -116,5 +70,38 @@ func TestPlainStartDiesWithTheThread(t *testing.T) {
 func TestStartError(t *testing.T) {
 	if _, err := Start(exec.Command("/nonexistent/ownthread-test")); err == nil {
 		t.Fatal("no error for a missing binary")
+	}
+}
+
+// StartWith's setup runs on the thread the child is forked from: the
+// child inherits no_new_privs set there, and the caller's thread does not.
+func TestStartWithSetupOnTheChildsThread(t *testing.T) {
+	cmd := exec.Command("/bin/sh", "-c", `while read -r k v; do [ "$k" = NoNewPrivs: ] && echo "$v"; done < /proc/self/status; true`)
+	var out strings.Builder
+	cmd.Stdout = &out
+	wait, err := StartWith(cmd, func() error { return unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-wait; err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(out.String()); got != "1" {
+		t.Fatalf("the child's NoNewPrivs is %q, want 1", got)
+	}
+	if v, err := unix.PrctlRetInt(unix.PR_GET_NO_NEW_PRIVS, 0, 0, 0, 0); err != nil || v != 0 {
+		t.Fatalf("the caller's thread has no_new_privs %d (%v)", v, err)
+	}
+}
+
+// A setup that fails is reported, and the command is not started.
+func TestStartWithSetupError(t *testing.T) {
+	cmd := sleeper()
+	boom := errors.New("boom")
+	if _, err := StartWith(cmd, func() error { return boom }); !errors.Is(err, boom) {
+		t.Fatalf("err %v, want the setup's", err)
+	}
+	if cmd.Process != nil {
+		t.Fatal("the command was started after its setup failed")
 	}
 }
