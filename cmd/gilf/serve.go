@@ -442,87 +442,94 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		logRegistries(log, rules, reg)
 	}
 	if cfg.Validation.AllowLocal {
-		tools, err := buildToolchain(cfg.Validation.Sandbox, reg, log)
+		e, err := buildLocal(cfg, reg, rules, log)
 		if err != nil {
 			errs = append(errs, err)
-		}
-		eg, err := buildEgress(cfg, rules, reg, log)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		e, err := local.New(log, local.Options{
-			Tools:   tools,
-			MinTier: cfg.Validation.LocalMinTier,
-			Egress:  eg,
-			Disk:    cfg.Validation.LocalDisk,
-			// The range's gids are the same numbers.
-			SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
-			UIDCount: cfg.Validation.LocalUIDCount,
-			CAFile:   cfg.Validation.Sandbox.CAFile,
-			Env:      cfg.Validation.Sandbox.sandboxEnv(),
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("local executor: %w", err))
 		} else {
-			// What a killed worker left: run directories, their disks,
-			// cgroups. Never a live run of another process.
-			if n, serr := e.Sweep(context.Background()); serr != nil {
-				log.Error("sweep local runs left by dead workers", "err", serr)
-			} else if n > 0 {
-				log.Warn("removed local runs left by dead workers", "count", n)
-			}
+			set = append(set, e)
+		}
+	}
+	remote, err := buildRemotes(sc, environ, secrets, rules, log)
+	set = append(set, remote...)
+	if err := errors.Join(append(errs, err)...); err != nil {
+		return nil, fmt.Errorf("executors: %w", err)
+	}
+	return set, nil
+}
+
+// buildLocal builds the local executor, its toolchain and its egress,
+// and removes what a killed worker left: run directories, their disks,
+// cgroups, never a live run of another process.
+func buildLocal(cfg Config, reg WorkerRegistries, rules []egress.Rule, log *slog.Logger) (*local.Executor, error) {
+	var errs []error
+	tools, err := buildToolchain(cfg.Validation.Sandbox, reg, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	eg, err := buildEgress(cfg, rules, reg, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	e, err := local.New(log, local.Options{
+		Tools:   tools,
+		MinTier: cfg.Validation.LocalMinTier,
+		Egress:  eg,
+		Disk:    cfg.Validation.LocalDisk,
+		// The range's gids are the same numbers.
+		SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
+		UIDCount: cfg.Validation.LocalUIDCount,
+		CAFile:   cfg.Validation.Sandbox.CAFile,
+		Env:      cfg.Validation.Sandbox.sandboxEnv(),
+	})
+	if err != nil {
+		return nil, errors.Join(append(errs, fmt.Errorf("local executor: %w", err))...)
+	}
+	if n, serr := e.Sweep(context.Background()); serr != nil {
+		log.Error("sweep local runs left by dead workers", "err", serr)
+	} else if n > 0 {
+		log.Warn("removed local runs left by dead workers", "count", n)
+	}
+	return e, errors.Join(errs...)
+}
+
+// buildRemotes builds each remote executor whose settings are present,
+// reporting every one that fails.
+func buildRemotes(sc ServeConfig, environ []string, secrets []validation.Secret, rules []egress.Rule, log *slog.Logger) (executors.Set, error) {
+	var set executors.Set
+	var errs []error
+	add := func(e executors.Executor, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else {
 			set = append(set, e)
 		}
 	}
 	if sc.SelfHost.Command != "" {
-		e, err := selfhost.New(selfhost.Options{
+		add(selfhost.New(selfhost.Options{
 			Command: sc.SelfHost.Command, Network: sc.SelfHost.Network, Timeout: sc.SelfHost.Timeout,
 			Env: environ, Secrets: secrets, Resources: sc.SelfHost.Resources,
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.Crabbox.Configured() {
-		e, err := crabbox.New(crabbox.Options{
+		add(crabbox.New(crabbox.Options{
 			Bin: sc.Crabbox.Bin, Coordinator: sc.Crabbox.Coordinator, Token: sc.Crabbox.Token.Reveal(),
 			Env: environ, Secrets: secrets,
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.E2B.Configured() {
-		e, err := e2b.New(e2b.Options{
+		add(e2b.New(e2b.Options{
 			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
 			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
 			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.CFSandbox.Configured() {
-		e, err := cfsandbox.New(cfsandbox.Options{
+		add(cfsandbox.New(cfsandbox.Options{
 			Enabled: true, URL: sc.CFSandbox.URL, Token: sc.CFSandbox.Token.Reveal(), Timeout: sc.CFSandbox.Timeout,
 			Secrets: secrets, Logger: log.With("executor", executors.NameManagedCFSandbox),
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("executors: %w", err)
-	}
-	return set, nil
+	return set, errors.Join(errs...)
 }
 
 // internalPaths are the worker's paths withheld from what is posted: the
