@@ -146,50 +146,72 @@ func (c CrabboxConfig) Configured() bool { return c.Bin != "" && c.Coordinator !
 // ServeConfig.App, so `gilf validate` does not need a GitHub App.
 func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) {
 	s := ServeConfig{
-		Addr: envOr(getenv, "GILF_ADDR", DefaultAddr),
-		GitHub: GitHubConfig{
-			PrivateKey:     NewSecret(pemFromEnv(getenv("GILF_GITHUB_PRIVATE_KEY"))),
-			PrivateKeyPath: strings.TrimSpace(getenv("GILF_GITHUB_PRIVATE_KEY_PATH")),
-			WebhookSecret:  NewSecret(getenv("GILF_WEBHOOK_SECRET")),
-			APIURL:         envOr(getenv, "GILF_GITHUB_API_URL", DefaultGitHubAPIURL),
-		},
+		Addr:     envOr(getenv, "GILF_ADDR", DefaultAddr),
 		Workers:  DefaultWorkers,
 		JobLease: DefaultJobLease,
 		Shadow: ShadowConfig{
 			Executor: strings.TrimSpace(getenv("GILF_VALIDATION_SHADOW_EXECUTOR")),
 			Timeout:  executors.DefaultShadowTimeout,
 		},
-		SelfHost: SelfHostConfig{
-			Command: strings.TrimSpace(getenv("GILF_SELF_HOST_COMMAND")),
-			Network: validation.NetworkNone,
-			Timeout: selfhost.DefaultTimeout,
-		},
-		Crabbox: CrabboxConfig{
-			Bin:         strings.TrimSpace(getenv("GILF_CRABBOX_BIN")),
-			Coordinator: strings.TrimSpace(getenv("GILF_CRABBOX_COORDINATOR")),
-			Token:       NewSecret(strings.TrimSpace(getenv("GILF_CRABBOX_TOKEN"))),
-		},
 	}
 	if err := checkAddr(s.Addr); err != nil {
 		errs = append(errs, err)
+	}
+	s.GitHub, errs = loadGitHub(getenv, errs)
+	errs = loadIntake(getenv, &s, errs)
+	errs = millisOr(getenv, "GILF_JOB_LEASE_MS", &s.JobLease, errs)
+	if s.JobLease < MinJobLease {
+		errs = append(errs, fmt.Errorf("GILF_JOB_LEASE_MS=%q: want at least %d", getenv("GILF_JOB_LEASE_MS"), MinJobLease.Milliseconds()))
+	}
+	errs = millisOr(getenv, "GILF_VALIDATION_SHADOW_TIMEOUT_MS", &s.Shadow.Timeout, errs)
+	s.SelfHost, errs = loadSelfHost(getenv, errs)
+	s.Crabbox, errs = loadCrabbox(getenv, errs)
+	if v := strings.TrimSpace(getenv("GILF_REDELIVERY_SWEEP_MS")); v != "0" {
+		errs = millisOr(getenv, "GILF_REDELIVERY_SWEEP_MS", &s.RedeliverySweep, errs)
+		if s.RedeliverySweep > 0 && s.RedeliverySweep < MinRedeliverySweep {
+			errs = append(errs, fmt.Errorf("GILF_REDELIVERY_SWEEP_MS=%q: want 0 (off) or at least %d", v, MinRedeliverySweep.Milliseconds()))
+		}
+	}
+	s.E2B, errs = loadE2B(getenv, errs)
+	s.MinFreeBytes, errs = loadMinFree(getenv, errs)
+	s.CFSandbox, errs = loadCFSandbox(getenv, errs)
+	return s, errs
+}
+
+// loadGitHub reads the GitHub App's settings: its id, its key (from the
+// environment or a file, not both), the API's URL and the hosts tarballs
+// may be downloaded from.
+func loadGitHub(getenv func(string) string, errs []error) (GitHubConfig, []error) {
+	g := GitHubConfig{
+		PrivateKey:     NewSecret(pemFromEnv(getenv("GILF_GITHUB_PRIVATE_KEY"))),
+		PrivateKeyPath: strings.TrimSpace(getenv("GILF_GITHUB_PRIVATE_KEY_PATH")),
+		WebhookSecret:  NewSecret(getenv("GILF_WEBHOOK_SECRET")),
+		APIURL:         envOr(getenv, "GILF_GITHUB_API_URL", DefaultGitHubAPIURL),
 	}
 	if v := strings.TrimSpace(getenv("GILF_GITHUB_APP_ID")); v != "" {
 		id, err := strconv.ParseInt(v, 10, 64)
 		if err != nil || id <= 0 {
 			errs = append(errs, fmt.Errorf("GILF_GITHUB_APP_ID=%q: want the App's positive numeric id", v))
 		}
-		s.GitHub.AppID = id
+		g.AppID = id
 	}
-	if s.GitHub.PrivateKey.IsSet() && s.GitHub.PrivateKeyPath != "" {
+	if g.PrivateKey.IsSet() && g.PrivateKeyPath != "" {
 		errs = append(errs, errors.New("GILF_GITHUB_PRIVATE_KEY and GILF_GITHUB_PRIVATE_KEY_PATH are both set: set one"))
 	}
-	if err := checkAPIURL(s.GitHub.APIURL); err != nil {
+	if err := checkAPIURL(g.APIURL); err != nil {
 		errs = append(errs, err)
 	}
 	var err error
-	if s.GitHub.DownloadHosts, err = downloadHosts(getenv("GILF_GITHUB_DOWNLOAD_HOSTS")); err != nil {
+	if g.DownloadHosts, err = downloadHosts(getenv("GILF_GITHUB_DOWNLOAD_HOSTS")); err != nil {
 		errs = append(errs, err)
 	}
+	return g, errs
+}
+
+// loadIntake reads what intake and the workers take from whom: the
+// worker count, drafts, the allow-list, the bad-signature limit and the
+// trusted proxies.
+func loadIntake(getenv func(string) string, s *ServeConfig, errs []error) []error {
 	if v := strings.TrimSpace(getenv("GILF_WORKERS")); v != "" {
 		n, err := strconv.Atoi(v)
 		if err != nil || n < 1 || n > MaxWorkers {
@@ -198,6 +220,7 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 			s.Workers = n
 		}
 	}
+	var err error
 	if s.ReviewDrafts, err = flag01(getenv, "GILF_REVIEW_DRAFTS"); err != nil {
 		errs = append(errs, err)
 	}
@@ -216,35 +239,42 @@ func loadServe(getenv func(string) string, errs []error) (ServeConfig, []error) 
 	if s.TrustedProxies, err = trustedProxies(getenv("GILF_TRUSTED_PROXIES")); err != nil {
 		errs = append(errs, err)
 	}
-	errs = millisOr(getenv, "GILF_JOB_LEASE_MS", &s.JobLease, errs)
-	if s.JobLease < MinJobLease {
-		errs = append(errs, fmt.Errorf("GILF_JOB_LEASE_MS=%q: want at least %d", getenv("GILF_JOB_LEASE_MS"), MinJobLease.Milliseconds()))
+	return errs
+}
+
+// loadSelfHost reads the self-host command, its network, timeout and
+// resources.
+func loadSelfHost(getenv func(string) string, errs []error) (SelfHostConfig, []error) {
+	c := SelfHostConfig{
+		Command: strings.TrimSpace(getenv("GILF_SELF_HOST_COMMAND")),
+		Network: validation.NetworkNone,
+		Timeout: selfhost.DefaultTimeout,
 	}
-	errs = millisOr(getenv, "GILF_VALIDATION_SHADOW_TIMEOUT_MS", &s.Shadow.Timeout, errs)
-	errs = millisOr(getenv, "GILF_SELF_HOST_TIMEOUT_MS", &s.SelfHost.Timeout, errs)
-	s.SelfHost.Resources, errs = selfHostResources(getenv, errs)
+	errs = millisOr(getenv, "GILF_SELF_HOST_TIMEOUT_MS", &c.Timeout, errs)
+	c.Resources, errs = selfHostResources(getenv, errs)
 	if v := strings.TrimSpace(getenv(selfhost.NetworkEnv)); v != "" {
 		switch n := validation.Network(strings.ToLower(v)); n {
 		case validation.NetworkNone, validation.NetworkFull:
-			s.SelfHost.Network = n
+			c.Network = n
 		default:
 			errs = append(errs, fmt.Errorf("%s=%q: want %s or %s", selfhost.NetworkEnv, v, validation.NetworkNone, validation.NetworkFull))
 		}
 	}
-	c := s.Crabbox
+	return c, errs
+}
+
+// loadCrabbox reads crabbox's settings: none, or the binary and the
+// coordinator together.
+func loadCrabbox(getenv func(string) string, errs []error) (CrabboxConfig, []error) {
+	c := CrabboxConfig{
+		Bin:         strings.TrimSpace(getenv("GILF_CRABBOX_BIN")),
+		Coordinator: strings.TrimSpace(getenv("GILF_CRABBOX_COORDINATOR")),
+		Token:       NewSecret(strings.TrimSpace(getenv("GILF_CRABBOX_TOKEN"))),
+	}
 	if (c.Bin != "" || c.Coordinator != "" || c.Token.IsSet()) && !c.Configured() {
 		errs = append(errs, errors.New("crabbox is half configured: GILF_CRABBOX_BIN and GILF_CRABBOX_COORDINATOR must be set together (GILF_CRABBOX_TOKEN is optional)"))
 	}
-	if v := strings.TrimSpace(getenv("GILF_REDELIVERY_SWEEP_MS")); v != "0" {
-		errs = millisOr(getenv, "GILF_REDELIVERY_SWEEP_MS", &s.RedeliverySweep, errs)
-		if s.RedeliverySweep > 0 && s.RedeliverySweep < MinRedeliverySweep {
-			errs = append(errs, fmt.Errorf("GILF_REDELIVERY_SWEEP_MS=%q: want 0 (off) or at least %d", v, MinRedeliverySweep.Milliseconds()))
-		}
-	}
-	s.E2B, errs = loadE2B(getenv, errs)
-	s.MinFreeBytes, errs = loadMinFree(getenv, errs)
-	s.CFSandbox, errs = loadCFSandbox(getenv, errs)
-	return s, errs
+	return c, errs
 }
 
 // MaxE2BCPU and MaxE2BMemoryMB bound GILF_E2B_CPU and GILF_E2B_MEMORY_MB

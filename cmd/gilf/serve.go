@@ -112,171 +112,301 @@ func readKeyFile(path string) ([]byte, error) {
 // serve runs until ctx is done: then intake stops taking deliveries,
 // running jobs finish or release their leases, and the store closes last.
 func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCredentials, log *slog.Logger) (err error) {
-	if err := os.MkdirAll(filepath.Join(cfg.DataDir, WorkDirName), 0o700); err != nil {
-		return fmt.Errorf("data dir: %w", err)
-	}
-	sweepLeftovers(log, filepath.Join(cfg.DataDir, WorkDirName), "job-")
-	db, err := openStore(ctx, cfg, log, cfg.Jobs.StoreOptions(), false)
+	m, err := NewMain(ctx, env, cfg, sc, app, log)
 	if err != nil {
 		return err
 	}
+	defer func() { err = errors.Join(err, m.Close()) }()
+	return m.Run(ctx)
+}
+
+// Main is one `gilf serve` process: what NewMain built from the
+// configuration, Run runs until its context is done, and Close releases
+// in the reverse order of opening. Stopping is Run's: when its context
+// ends, intake refuses deliveries, the workers finish or release their
+// leases, then the HTTP server stops; Close then closes the evidence store
+// and the store, last.
+type Main struct {
+	cfg Config
+	sc  ServeConfig
+	log *slog.Logger
+
+	db            *store.DB     // opened first, closed last
+	closeEvidence func() error  // the evidence store, opened after the executors
+	set           executors.Set // the executors this process has configuration for
+	metrics       *serveMetrics
+	owner         string // this process as a lease owner
+
+	// Intake: the readiness gate before the webhook handler, the
+	// server and the listener it serves (nil once Run took it).
+	ready    *readiness
+	server   *http.Server
+	listener net.Listener
+
+	// The workers: review jobs off the queue (woken through wake by this
+	// intake and by other replicas'), and the background loops each
+	// present only when configured.
+	queue    *storeQueue
+	wake     chan struct{}
+	worker   *review.Worker
+	commands *review.CommandWorker // GILF_COMMANDS
+	sweeper  *sweeper              // GILF_REDELIVERY_SWEEP_MS
+	pruner   *pruner               // GILF_JOB_RETENTION
+}
+
+// NewMain opens the store, the executors, the GitHub client and the
+// evidence store, builds intake and the workers and listens on
+// GILF_ADDR. On an error it closes what it had opened.
+func NewMain(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCredentials, log *slog.Logger) (_ *Main, err error) {
+	m := &Main{cfg: cfg, sc: sc, log: log, wake: make(chan struct{}, 1)}
 	defer func() {
-		if cerr := db.Close(); cerr != nil {
-			err = errors.Join(err, cerr)
+		if err != nil {
+			err = errors.Join(err, m.Close())
 		}
 	}()
+	if err := m.openStore(ctx); err != nil {
+		return nil, err
+	}
+	secrets := serveSecrets(env, sc, app)
+	if m.set, err = buildExecutors(cfg, sc, env.Environ, secrets, log); err != nil {
+		return nil, err
+	}
+	m.metrics = newServeMetrics(m.db)
+	m.metrics.registerCache(installCache(m.set))
+	gc, err := github.New(github.Config{
+		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
+		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log, RateLimitRemaining: m.metrics.jobs.rateRemaining.set,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("github client: %w", err)
+	}
+	ev, closeEvidence, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
+	if err != nil {
+		return nil, err
+	}
+	m.closeEvidence = closeEvidence
+	hook, err := m.buildIntake(ctx, app, gc)
+	if err != nil {
+		return nil, err
+	}
+	if err := m.buildWorkers(gc, ev, secrets); err != nil {
+		return nil, err
+	}
+	if err := m.listen(ctx, hook, ev); err != nil {
+		return nil, err
+	}
+	names := make([]string, 0, len(m.set))
+	for _, e := range m.set {
+		names = append(names, e.Name())
+	}
+	log.Info("listening", "addr", m.listener.Addr().String(), "worker", m.owner, "workers", sc.Workers,
+		"executors", names, "data_dir", cfg.DataDir, "store", storeWhere(cfg))
+	return m, nil
+}
 
+// openStore makes the work directory, removes the checkouts a killed
+// process left there, and opens the store.
+func (m *Main) openStore(ctx context.Context) error {
+	work := filepath.Join(m.cfg.DataDir, WorkDirName)
+	if err := os.MkdirAll(work, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	sweepLeftovers(m.log, work, "job-")
+	db, err := openStore(ctx, m.cfg, m.log, m.cfg.Jobs.StoreOptions(), false)
+	if err != nil {
+		return err
+	}
+	m.db = db
+	return nil
+}
+
+// serveSecrets are the values withheld from sandboxes and redacted from
+// output: the worker's environment secrets, .npmrc tokens, and the App's
+// key when read from a file.
+func serveSecrets(env Env, sc ServeConfig, app AppCredentials) []validation.Secret {
 	secrets := append(WorkerSecrets(env.Environ), NpmrcSecrets(env.Getenv)...)
 	if sc.GitHub.PrivateKeyPath != "" {
 		// The key read from a file is a secret like those of the
 		// environment: withheld from sandboxes and redacted from output.
 		secrets = append(secrets, validation.Secret{Name: "GILF_GITHUB_PRIVATE_KEY_PATH contents", Value: app.KeyPEM})
 	}
-	set, err := buildExecutors(cfg, sc, env.Environ, secrets, log)
+	return secrets
+}
+
+// buildIntake builds the queue the workers claim from and the webhook
+// handler behind the readiness gate, which records deliveries and wakes
+// an idle worker.
+func (m *Main) buildIntake(ctx context.Context, app AppCredentials, gc *github.Client) (http.Handler, error) {
+	storeID, err := m.db.StoreID(ctx)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	metrics := newServeMetrics(db)
-	metrics.registerCache(installCache(set))
-	gc, err := github.New(github.Config{
-		AppID: app.AppID, PrivateKey: app.PrivateKey, BaseURL: sc.GitHub.APIURL,
-		DownloadHosts: sc.GitHub.DownloadHosts, Logger: log, RateLimitRemaining: metrics.jobs.rateRemaining.set,
-	})
-	if err != nil {
-		return fmt.Errorf("github client: %w", err)
-	}
-	evStore, closeEvidence, err := openEvidenceStore(ctx, cfg.Evidence, cfg.DataDir, log)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if cerr := closeEvidence(); cerr != nil {
-			err = errors.Join(err, fmt.Errorf("close evidence store: %w", cerr))
-		}
-	}()
-	storeID, err := db.StoreID(ctx)
-	if err != nil {
-		return err
-	}
-	queue := newStoreQueue(db, log, metrics)
-	queue.store = storeID
-	queue.finish = githubPublisher{c: gc, posted: db}
-	queue.details = sc.Dashboard.DetailsURL
-	wake := make(chan struct{}, 1)
-	ready := newReadiness(db, cfg.DataDir, sc.MinFreeBytes, log)
-	hook, err := webhook.New(ready.intake(wakingInbox{db: db, wake: wake, metrics: metrics, store: storeID}), log,
+	m.queue = newStoreQueue(m.db, m.log, m.metrics)
+	m.queue.store = storeID
+	m.queue.finish = githubPublisher{c: gc, posted: m.db}
+	m.queue.details = m.sc.Dashboard.DetailsURL
+	m.ready = newReadiness(m.db, m.cfg.DataDir, m.sc.MinFreeBytes, m.log)
+	sc := m.sc
+	hook, err := webhook.New(m.ready.intake(wakingInbox{db: m.db, wake: m.wake, metrics: m.metrics, store: storeID}), m.log,
 		webhook.Config{Secret: app.WebhookSecret, AppID: app.AppID, Allow: sc.Allow,
 			BadSignatureLimit: badSignatureLimit(sc.BadSignatureLimit), TrustedProxies: sc.TrustedProxies,
-			Commands: cfg.Commands.Enabled, AppSlug: cfg.Commands.Slug,
-			Rejected: metrics.more.reject})
+			Commands: m.cfg.Commands.Enabled, AppSlug: m.cfg.Commands.Slug,
+			Rejected: m.metrics.more.reject})
 	if err != nil {
-		return fmt.Errorf("webhook: %w", err)
+		return nil, fmt.Errorf("webhook: %w", err)
 	}
+	return hook, nil
+}
+
+// buildWorkers builds the review workers over the pipeline, and the
+// command worker, redelivery sweeper and pruner when configured.
+func (m *Main) buildWorkers(gc *github.Client, ev evidence.Store, secrets []validation.Secret) error {
+	cfg, sc := m.cfg, m.sc
 	owner, err := workerOwner()
 	if err != nil {
 		return err
 	}
-	pipeline, err := newPipeline(cfg, sc, set, gc, db, evStore, secrets, metrics, log)
+	m.owner = owner
+	pipeline, err := newPipeline(cfg, sc, m.set, gc, m.db, ev, secrets, m.metrics, m.log)
 	if err != nil {
 		return err
 	}
-	worker, err := review.NewWorker(review.Worker{
-		Queue:       queue,
+	m.worker, err = review.NewWorker(review.Worker{
+		Queue:       m.queue,
 		Runner:      pipeline,
 		Owner:       owner,
 		Concurrency: sc.Workers,
 		Lease:       sc.JobLease,
-		Logger:      log,
-		Wake:        wake,
+		Logger:      m.log,
+		Wake:        m.wake,
 	})
 	if err != nil {
 		return err
 	}
-	var dash http.Handler
-	if sc.Dashboard.Enabled() {
-		if dash, err = newDashboard(sc.Dashboard, sc.TrustedProxies, db, evStore, log); err != nil {
-			return err
-		}
-	}
-	srv := &http.Server{
-		Handler:           routes(metrics.more.timeWebhook(hook, time.Now), ready, metrics, log, dash),
-		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
-		ReadTimeout:       webhook.ReadTimeout,
-		WriteTimeout:      webhook.WriteTimeout,
-		IdleTimeout:       webhook.IdleTimeout,
-		MaxHeaderBytes:    webhook.MaxHeaderBytes,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
-	}
-	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", sc.Addr)
-	if err != nil {
-		return fmt.Errorf("listen on %s: %w", sc.Addr, err)
-	}
-	names := make([]string, 0, len(set))
-	for _, e := range set {
-		names = append(names, e.Name())
-	}
-	log.Info("listening", "addr", ln.Addr().String(), "worker", owner, "workers", sc.Workers,
-		"executors", names, "data_dir", cfg.DataDir, "store", storeWhere(cfg))
-
-	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error {
-		if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("http server: %w", err)
-		}
-		return nil
-	})
-	workersDone := make(chan struct{})
-	g.Go(func() error {
-		// Draining: intake refuses deliveries and /readyz answers 503
-		// while the workers finish; /healthz and /metrics keep
-		// answering until the workers stopped.
-		<-gctx.Done()
-		ready.drain()
-		log.Info("intake stopped")
-		<-workersDone
-		sctx, cancel := context.WithTimeout(context.WithoutCancel(gctx), ShutdownTimeout)
-		defer cancel()
-		if err := srv.Shutdown(sctx); err != nil {
-			return fmt.Errorf("stop http server: %w", errors.Join(err, srv.Close()))
-		}
-		log.Info("http server stopped")
-		return nil
-	})
-	g.Go(func() error {
-		defer close(workersDone)
-		err := worker.Run(gctx)
-		queue.Close() // shadow lanes still running are stopped and recorded
-		log.Info("workers stopped")
-		return err
-	})
 	if cfg.Commands.Enabled {
-		cw, err := review.NewCommandWorker(review.CommandWorker{
-			Queue: storeCommands{db: db, owner: owner}, Runs: storeCommands{db: db, owner: owner},
+		m.commands, err = review.NewCommandWorker(review.CommandWorker{
+			Queue: storeCommands{db: m.db, owner: owner}, Runs: storeCommands{db: m.db, owner: owner},
 			GitHub: githubCommands{c: gc}, PRs: githubPRs{c: gc},
-			Slug: cfg.Commands.Slug, RunsPerHour: cfg.Commands.RunsPerHour, Logger: log,
+			Slug: cfg.Commands.Slug, RunsPerHour: cfg.Commands.RunsPerHour, Logger: m.log,
 			Secrets: secrets, Internals: internalPaths(cfg.DataDir),
 		})
 		if err != nil {
 			return err
 		}
-		g.Go(func() error { return cw.Run(gctx) })
+	}
+	if sc.RedeliverySweep > 0 {
+		m.sweeper = newSweeper(gc, m.db, m.log, time.Now)
+		m.sweeper.exclusive = m.db.Exclusive // one replica sweeps at a time
+	}
+	if keep := cfg.Jobs.Retention(); keep > 0 {
+		m.pruner = newPruner(m.db, m.log, time.Now, keep)
+		m.pruner.exclusive = m.db.Exclusive
+	}
+	return nil
+}
+
+// listen builds the HTTP server (intake, health, metrics, the dashboard
+// when configured) and listens on GILF_ADDR.
+func (m *Main) listen(ctx context.Context, hook http.Handler, ev evidence.Store) error {
+	var dash http.Handler
+	if m.sc.Dashboard.Enabled() {
+		var err error
+		if dash, err = newDashboard(m.sc.Dashboard, m.sc.TrustedProxies, m.db, ev, m.log); err != nil {
+			return err
+		}
+	}
+	m.server = &http.Server{
+		Handler:           routes(m.metrics.more.timeWebhook(hook, time.Now), m.ready, m.metrics, m.log, dash),
+		ReadHeaderTimeout: webhook.ReadHeaderTimeout,
+		ReadTimeout:       webhook.ReadTimeout,
+		WriteTimeout:      webhook.WriteTimeout,
+		IdleTimeout:       webhook.IdleTimeout,
+		MaxHeaderBytes:    webhook.MaxHeaderBytes,
+		ErrorLog:          slog.NewLogLogger(m.log.Handler(), slog.LevelWarn),
+	}
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", m.sc.Addr)
+	if err != nil {
+		return fmt.Errorf("listen on %s: %w", m.sc.Addr, err)
+	}
+	m.listener = ln
+	return nil
+}
+
+// Run serves and works until ctx is done, then drains: intake refuses
+// deliveries and /readyz answers 503 while the workers finish; /healthz
+// and /metrics keep answering until the workers stopped; then the HTTP
+// server shuts down. Run is called once.
+func (m *Main) Run(ctx context.Context) error {
+	ln := m.listener
+	m.listener = nil // the server closes it from here on
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error {
+		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("http server: %w", err)
+		}
+		return nil
+	})
+	workersDone := make(chan struct{})
+	g.Go(func() error { return m.drain(gctx, workersDone) })
+	g.Go(func() error {
+		defer close(workersDone)
+		err := m.worker.Run(gctx)
+		m.queue.Close() // shadow lanes still running are stopped and recorded
+		m.log.Info("workers stopped")
+		return err
+	})
+	if m.commands != nil {
+		g.Go(func() error { return m.commands.Run(gctx) })
 	}
 	// Another replica's intake queued a job: wake an idle worker here
 	// (PostgreSQL's LISTEN/NOTIFY; a no-op on SQLite).
-	g.Go(func() error { return db.Listen(gctx, wake) })
-	if sc.RedeliverySweep > 0 {
-		sw := newSweeper(gc, db, log, time.Now)
-		sw.exclusive = db.Exclusive // one replica sweeps at a time
-		g.Go(func() error { return sw.runEvery(gctx, sc.RedeliverySweep) })
+	g.Go(func() error { return m.db.Listen(gctx, m.wake) })
+	if m.sweeper != nil {
+		g.Go(func() error { return m.sweeper.runEvery(gctx, m.sc.RedeliverySweep) })
 	}
-	if keep := cfg.Jobs.Retention(); keep > 0 {
-		pr := newPruner(db, log, time.Now, keep)
-		pr.exclusive = db.Exclusive
-		g.Go(func() error { return pr.runEvery(gctx, PruneInterval) })
+	if m.pruner != nil {
+		g.Go(func() error { return m.pruner.runEvery(gctx, PruneInterval) })
 	}
-	err = g.Wait()
-	log.Info("intake and workers stopped; closing the store", "err", err)
+	err := g.Wait()
+	m.log.Info("intake and workers stopped; closing the store", "err", err)
 	return err
+}
+
+// drain waits for ctx to end, closes intake, waits for the workers, then
+// shuts the HTTP server down within ShutdownTimeout.
+func (m *Main) drain(ctx context.Context, workersDone <-chan struct{}) error {
+	<-ctx.Done()
+	m.ready.drain()
+	m.log.Info("intake stopped")
+	<-workersDone
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
+	defer cancel()
+	if err := m.server.Shutdown(sctx); err != nil {
+		return fmt.Errorf("stop http server: %w", errors.Join(err, m.server.Close()))
+	}
+	m.log.Info("http server stopped")
+	return nil
+}
+
+// Close releases what NewMain opened, in reverse order: the listener if
+// Run never took it, the evidence store, the store last.
+func (m *Main) Close() error {
+	var errs []error
+	if m.listener != nil {
+		errs = append(errs, m.listener.Close())
+		m.listener = nil
+	}
+	if m.closeEvidence != nil {
+		if err := m.closeEvidence(); err != nil {
+			errs = append(errs, fmt.Errorf("close evidence store: %w", err))
+		}
+		m.closeEvidence = nil
+	}
+	if m.db != nil {
+		errs = append(errs, m.db.Close())
+		m.db = nil
+	}
+	return errors.Join(errs...)
 }
 
 // workerOwner names this process as a lease owner: host, pid and a
@@ -312,87 +442,94 @@ func buildExecutors(cfg Config, sc ServeConfig, environ []string, secrets []vali
 		logRegistries(log, rules, reg)
 	}
 	if cfg.Validation.AllowLocal {
-		tools, err := buildToolchain(cfg.Validation.Sandbox, reg, log)
+		e, err := buildLocal(cfg, reg, rules, log)
 		if err != nil {
 			errs = append(errs, err)
-		}
-		eg, err := buildEgress(cfg, rules, reg, log)
-		if err != nil {
-			errs = append(errs, err)
-		}
-		e, err := local.New(log, local.Options{
-			Tools:   tools,
-			MinTier: cfg.Validation.LocalMinTier,
-			Egress:  eg,
-			Disk:    cfg.Validation.LocalDisk,
-			// The range's gids are the same numbers.
-			SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
-			UIDCount: cfg.Validation.LocalUIDCount,
-			CAFile:   cfg.Validation.Sandbox.CAFile,
-			Env:      cfg.Validation.Sandbox.sandboxEnv(),
-		})
-		if err != nil {
-			errs = append(errs, fmt.Errorf("local executor: %w", err))
 		} else {
-			// What a killed worker left: run directories, their disks,
-			// cgroups. Never a live run of another process.
-			if n, serr := e.Sweep(context.Background()); serr != nil {
-				log.Error("sweep local runs left by dead workers", "err", serr)
-			} else if n > 0 {
-				log.Warn("removed local runs left by dead workers", "count", n)
-			}
+			set = append(set, e)
+		}
+	}
+	remote, err := buildRemotes(sc, environ, secrets, rules, log)
+	set = append(set, remote...)
+	if err := errors.Join(append(errs, err)...); err != nil {
+		return nil, fmt.Errorf("executors: %w", err)
+	}
+	return set, nil
+}
+
+// buildLocal builds the local executor, its toolchain and its egress,
+// and removes what a killed worker left: run directories, their disks,
+// cgroups, never a live run of another process.
+func buildLocal(cfg Config, reg WorkerRegistries, rules []egress.Rule, log *slog.Logger) (*local.Executor, error) {
+	var errs []error
+	tools, err := buildToolchain(cfg.Validation.Sandbox, reg, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	eg, err := buildEgress(cfg, rules, reg, log)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	e, err := local.New(log, local.Options{
+		Tools:   tools,
+		MinTier: cfg.Validation.LocalMinTier,
+		Egress:  eg,
+		Disk:    cfg.Validation.LocalDisk,
+		// The range's gids are the same numbers.
+		SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,
+		UIDCount: cfg.Validation.LocalUIDCount,
+		CAFile:   cfg.Validation.Sandbox.CAFile,
+		Env:      cfg.Validation.Sandbox.sandboxEnv(),
+	})
+	if err != nil {
+		return nil, errors.Join(append(errs, fmt.Errorf("local executor: %w", err))...)
+	}
+	if n, serr := e.Sweep(context.Background()); serr != nil {
+		log.Error("sweep local runs left by dead workers", "err", serr)
+	} else if n > 0 {
+		log.Warn("removed local runs left by dead workers", "count", n)
+	}
+	return e, errors.Join(errs...)
+}
+
+// buildRemotes builds each remote executor whose settings are present,
+// reporting every one that fails.
+func buildRemotes(sc ServeConfig, environ []string, secrets []validation.Secret, rules []egress.Rule, log *slog.Logger) (executors.Set, error) {
+	var set executors.Set
+	var errs []error
+	add := func(e executors.Executor, err error) {
+		if err != nil {
+			errs = append(errs, err)
+		} else {
 			set = append(set, e)
 		}
 	}
 	if sc.SelfHost.Command != "" {
-		e, err := selfhost.New(selfhost.Options{
+		add(selfhost.New(selfhost.Options{
 			Command: sc.SelfHost.Command, Network: sc.SelfHost.Network, Timeout: sc.SelfHost.Timeout,
 			Env: environ, Secrets: secrets, Resources: sc.SelfHost.Resources,
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.Crabbox.Configured() {
-		e, err := crabbox.New(crabbox.Options{
+		add(crabbox.New(crabbox.Options{
 			Bin: sc.Crabbox.Bin, Coordinator: sc.Crabbox.Coordinator, Token: sc.Crabbox.Token.Reveal(),
 			Env: environ, Secrets: secrets,
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.E2B.Configured() {
-		e, err := e2b.New(e2b.Options{
+		add(e2b.New(e2b.Options{
 			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
 			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
 			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
 	if sc.CFSandbox.Configured() {
-		e, err := cfsandbox.New(cfsandbox.Options{
+		add(cfsandbox.New(cfsandbox.Options{
 			Enabled: true, URL: sc.CFSandbox.URL, Token: sc.CFSandbox.Token.Reveal(), Timeout: sc.CFSandbox.Timeout,
 			Secrets: secrets, Logger: log.With("executor", executors.NameManagedCFSandbox),
-		})
-		if err != nil {
-			errs = append(errs, err)
-		} else {
-			set = append(set, e)
-		}
+		}))
 	}
-	if err := errors.Join(errs...); err != nil {
-		return nil, fmt.Errorf("executors: %w", err)
-	}
-	return set, nil
+	return set, errors.Join(errs...)
 }
 
 // internalPaths are the worker's paths withheld from what is posted: the

@@ -219,15 +219,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 		return validation.Record{}, nil, fmt.Errorf("run on %s: %w", exec.Name(), err)
 	}
 	// Whose each failure is, then the failure excerpts, as a served job.
-	comp := review.OriginCheck{Exec: exec, Head: req, Retry: f.retry, BasePath: f.base, Logger: log,
-		BaseReason: "no --base was given",
-		Progress:   func(s string) { fmt.Fprintln(env.Stderr, "gilf: "+s) }}
-	comp.Head.Progress = nil
-	if f.base != "" {
-		comp.BaseReason = ""
-		comp.Base = &review.BaseSource{Dir: baseDir, DirRoot: commandRoot(f.base, baseDir), PlanOptions: opts}
-	}
-	runs, err := review.Compare(ctx, &rec, comp)
+	runs, err := review.Compare(ctx, &rec, originCheck(env, f, exec, req, baseDir, opts, log))
 	if err != nil {
 		return validation.Record{}, nil, err
 	}
@@ -239,6 +231,22 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	}
 	prog.summary(rec.Steps)
 	return rec, runs, nil
+}
+
+// originCheck is the failure-origin check of a validate run: the failed
+// steps retried once unless --retry=false, and compared with --base's checkout
+// when one was given.
+func originCheck(env Env, f validateFlags, exec executors.Executor, head executors.Request, baseDir string,
+	opts validation.PlanOptions, log *slog.Logger) review.OriginCheck {
+	comp := review.OriginCheck{Exec: exec, Head: head, Retry: f.retry, BasePath: f.base, Logger: log,
+		BaseReason: "no --base was given",
+		Progress:   func(s string) { fmt.Fprintln(env.Stderr, "gilf: "+s) }}
+	comp.Head.Progress = nil
+	if f.base != "" {
+		comp.BaseReason = ""
+		comp.Base = &review.BaseSource{Dir: baseDir, DirRoot: commandRoot(f.base, baseDir), PlanOptions: opts}
+	}
+	return comp
 }
 
 // commandRoot is the command root of a checkout: the directory the
