@@ -77,6 +77,15 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if eg := st.Egress; eg.Throttled != 0 || len(eg.Denied) != 0 {
 			b.Fatalf("a normal install met a limit: throttled %d, denied %+v", eg.Throttled, eg.Denied)
 		}
+		if eg := st.Egress; eg != nil {
+			conns := 0
+			for _, h := range eg.Allowed {
+				conns += h.Connections
+			}
+			if eg.Cache != nil {
+				b.Logf("gilf install %v: connections %d, cache hits %d misses %d served %d B; phases %+v", st.Duration, conns, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
+			}
+		}
 		return st.Duration, wall - st.Duration
 	}
 	var cold, first, warm, second, fixed []time.Duration
@@ -164,11 +173,11 @@ func extractRepo(b *testing.B, tarball string) string {
 }
 
 // copyRepo copies src into a fresh directory.
-func copyRepo(b *testing.B, src string) string {
-	b.Helper()
-	dst := filepath.Join(b.TempDir(), "repo")
+func copyRepo(tb testing.TB, src string) string {
+	tb.Helper()
+	dst := filepath.Join(tb.TempDir(), "repo")
 	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
-		b.Fatalf("cp: %v\n%s", err, out)
+		tb.Fatalf("cp: %v\n%s", err, out)
 	}
 	return dst
 }
