@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -21,10 +22,13 @@ import (
 //
 //   - bare-cold: npm ci with an empty npm cache;
 //   - gilf-first: the install step through gilf's terminating proxy with an
-//     empty verifying cache (the sandbox's npm cache is always empty);
+//     empty verifying cache (and so an empty npm cache in the sandbox);
 //   - bare-warm: npm ci again, its cache filled by bare-cold;
 //   - gilf-second: the install step again, the proxy's cache filled by
-//     gilf-first.
+//     gilf-first (and the sandbox's npm cache seeded from it).
+//
+// With -v it logs each gilf install's requests through the proxy, its
+// cache hits, misses and bytes served, and the run's phases.
 //
 // Metrics are medians: each install's ms/op, the ratios first/cold
 // (target ≤ 1.15) and second/warm (target ≤ 1.10), and gilf's fixed cost
@@ -77,6 +81,15 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if eg := st.Egress; eg.Throttled != 0 || len(eg.Denied) != 0 {
 			b.Fatalf("a normal install met a limit: throttled %d, denied %+v", eg.Throttled, eg.Denied)
 		}
+		if eg := st.Egress; eg != nil {
+			reqs := 0
+			for _, h := range eg.Allowed {
+				reqs += h.Connections
+			}
+			if eg.Cache != nil {
+				b.Logf("gilf install %v: requests %d, cache hits %d misses %d served %d B; phases %+v", st.Duration, reqs, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
+			}
+		}
 		return st.Duration, wall - st.Duration
 	}
 	var cold, first, warm, second, fixed []time.Duration
@@ -97,6 +110,7 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		warm = append(warm, bare(npmCache))
 		in, fx = gilf(e)
 		second, fixed = append(second, in), append(fixed, fx)
+		b.Logf("bare cold %v, gilf first %v, bare warm %v, gilf second %v", cold[len(cold)-1], first[len(first)-1], warm[len(warm)-1], in)
 	}
 	b.StopTimer()
 	b.ReportMetric(msOf(median(cold)), "bare-cold-ms/op")
@@ -105,6 +119,11 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 	b.ReportMetric(msOf(median(second)), "gilf-second-ms/op")
 	b.ReportMetric(float64(median(first))/float64(median(cold)), "first/cold")
 	b.ReportMetric(float64(median(second))/float64(median(warm)), "second/warm")
+	// The same ratios of each iteration's neighbours, median: on a
+	// shared host the load drifts less within an iteration than across
+	// the run.
+	b.ReportMetric(medianRatio(first, cold), "first/cold-paired")
+	b.ReportMetric(medianRatio(second, warm), "second/warm-paired")
 	b.ReportMetric(msOf(median(fixed)), "gilf-fixed-ms/op")
 }
 
@@ -145,6 +164,16 @@ func BenchmarkRunFixedCost(b *testing.B) {
 	}
 }
 
+// medianRatio is the median of a[i]/b[i], as median takes it.
+func medianRatio(a, b []time.Duration) float64 {
+	r := make([]float64, len(a))
+	for i := range a {
+		r[i] = float64(a[i]) / float64(b[i])
+	}
+	slices.Sort(r)
+	return r[len(r)/2]
+}
+
 // msOf is d in milliseconds, for a metric.
 func msOf(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 
@@ -164,11 +193,11 @@ func extractRepo(b *testing.B, tarball string) string {
 }
 
 // copyRepo copies src into a fresh directory.
-func copyRepo(b *testing.B, src string) string {
-	b.Helper()
-	dst := filepath.Join(b.TempDir(), "repo")
+func copyRepo(tb testing.TB, src string) string {
+	tb.Helper()
+	dst := filepath.Join(tb.TempDir(), "repo")
 	if out, err := exec.Command("cp", "-a", src, dst).CombinedOutput(); err != nil {
-		b.Fatalf("cp: %v\n%s", err, out)
+		tb.Fatalf("cp: %v\n%s", err, out)
 	}
 	return dst
 }

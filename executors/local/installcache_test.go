@@ -29,15 +29,7 @@ import (
 // verifying cache (two runs, two workers' proxies): the second takes
 // every tarball from the cache, and each step's record counts it.
 func TestInstallSecondRunFromCache(t *testing.T) {
-	r := registry(t)
-	rule, err := egress.RuleFromURL(r.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cache, err := egress.OpenCache(egress.CacheConfig{Dir: filepath.Join(t.TempDir(), "cache")})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r, rule, cache := registryAndCache(t)
 	var recs []*validation.Egress
 	for i := range 2 {
 		e := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}})

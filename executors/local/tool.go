@@ -404,13 +404,19 @@ func hostToolVersion(bin, path string) (string, bool) {
 	return "", true
 }
 
-// readCapped reads at most max bytes of the regular file p.
+// readCapped reads at most max bytes of the regular file p, never
+// through a link (nor blocking on a FIFO put in its place).
 func readCapped(p string, max int64) ([]byte, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	f, err := os.OpenFile(p, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	if fi, err := f.Stat(); err != nil {
+		return nil, err
+	} else if !fi.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file", filepath.Base(p))
+	}
 	b, err := io.ReadAll(io.LimitReader(f, max+1))
 	if err != nil {
 		return nil, err

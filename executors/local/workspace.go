@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -180,21 +179,7 @@ func copyFile(src, dst string, perm os.FileMode, uid, gid int) (err error) {
 		return fmt.Errorf("open %s: %w", filepath.Base(src), err)
 	}
 	defer func() { err = errors.Join(err, in.Close()) }()
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Base(dst), err)
-	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	if _, err := io.Copy(out, in); err != nil {
-		return fmt.Errorf("copy %s: %w", filepath.Base(src), err)
-	}
-	if err := out.Chown(uid, gid); err != nil {
-		return fmt.Errorf("chown %s: %w", filepath.Base(dst), err)
-	}
-	if err := out.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", filepath.Base(dst), err)
-	}
-	return nil
+	return copyOpen(in, dst, perm, uid, gid)
 }
 
 // writeOwned creates the file p with data, owned by uid:gid, mode 0600.

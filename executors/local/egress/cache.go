@@ -3,6 +3,7 @@ package egress
 import (
 	"cmp"
 	"crypto/sha256"
+	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -376,4 +377,15 @@ func (c *Cache) writeHead(name string, h metaHead) error {
 	c.total += int64(len(b))
 	c.mu.Unlock()
 	return nil
+}
+
+// OpenTarball opens the kept tarball whose bytes have the sha512 sum and
+// marks it used; ok is false when there is none. What is kept there was
+// checked, when it came in, against the integrity its registry
+// publishes for the version it was fetched as. The caller only reads it.
+func (c *Cache) OpenTarball(sum []byte) (f *os.File, size int64, ok bool) {
+	if len(sum) != sha512.Size {
+		return nil, 0, false
+	}
+	return c.open(blobName(sum))
 }

@@ -259,12 +259,27 @@ func (c *Cache) spool(r io.Reader, h hash.Hash) (*os.File, int64, []byte, error)
 // cacheHit and cacheMiss count a client's request in the step's record
 // and the cache's totals.
 func (p *Proxy) cacheHit(count bool, size int64) {
-	if !count {
+	if count {
+		p.countHits(1, size)
+	}
+}
+
+// countHits counts n requests served from the cache, size bytes in all.
+func (p *Proxy) countHits(n int, size int64) {
+	p.cfg.Cache.hits.Add(int64(n))
+	p.cfg.Cache.served.Add(size)
+	p.stats.cacheHits(n, size)
+}
+
+// Seeded counts n tarballs, size bytes in all, that the step was given
+// from the cache before it started (its package manager's own cache,
+// seeded from the verified tarballs its lockfile names): hits served
+// ahead of the requests they spare. Nothing without a cache.
+func (p *Proxy) Seeded(n int, size int64) {
+	if p.cfg.Cache == nil || n <= 0 {
 		return
 	}
-	p.cfg.Cache.hits.Add(1)
-	p.cfg.Cache.served.Add(size)
-	p.stats.cacheHit(size)
+	p.countHits(n, size)
 }
 
 func (p *Proxy) cacheMiss(count bool) {

@@ -139,11 +139,12 @@ func (s *stats) throttledFirst() bool {
 	return s.throttled == 1
 }
 
-// cacheHit counts one request served from the cache.
-func (s *stats) cacheHit(size int64) {
+// cacheHits counts n requests (or seeded tarballs) served from the
+// cache, size bytes in all.
+func (s *stats) cacheHits(n int, size int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.cache.Hits++
+	s.cache.Hits += n
 	s.cache.BytesServed += size
 }
 
