@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store"
 )
 
 // Costs by repository: the costs page's table and chart of the top
@@ -50,9 +50,9 @@ func (h *Handler) parseCostQuery(q url.Values) (costQuery, error) {
 
 // repoTotals sums rows by repository, the most known cost first (then
 // the most spans, then by name).
-func repoTotals(rows []validation.RepoCostDay) []costTotal {
-	out := sumCosts(rows, func(r validation.RepoCostDay) string { return r.Repo },
-		func(r validation.RepoCostDay) validation.CostDay { return r.CostDay })
+func repoTotals(rows []store.RepoCostDay) []costTotal {
+	out := sumCosts(rows, func(r store.RepoCostDay) string { return r.Repo },
+		func(r store.RepoCostDay) store.CostDay { return r.CostDay })
 	known := func(t costTotal) float64 {
 		if t.USD == nil {
 			return -1
@@ -159,7 +159,7 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func costRow(repo string, c validation.CostDay) costs.Row {
+func costRow(repo string, c store.CostDay) costs.Row {
 	return costs.Row{Day: c.Day, Repository: repo, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans, Priced: c.Priced,
 		USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
 }
