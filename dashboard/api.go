@@ -159,7 +159,7 @@ type costsJSON struct {
 }
 
 func toCostJSON(c store.CostDay) costJSON {
-	return costJSON{Day: c.Day, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans,
+	return costJSON{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
 		PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
 }
 
@@ -181,7 +181,7 @@ func (h *Handler) apiCosts(r *http.Request) (any, error) {
 		}
 		return out, nil
 	}
-	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+	rows, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 	if err != nil {
 		return nil, err
 	}

@@ -142,7 +142,7 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 			rows = append(rows, costRow(c.Repo, c.CostDay))
 		}
 	} else {
-		ds, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+		ds, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -160,6 +160,6 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 }
 
 func costRow(repo string, c store.CostDay) costs.Row {
-	return costs.Row{Day: c.Day, Repository: repo, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans, Priced: c.Priced,
+	return costs.Row{Day: c.Day, Repository: repo, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans, Priced: c.Priced,
 		USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
 }

@@ -27,7 +27,7 @@ type Reader interface {
 	// RunView reads one run; when there is none, an error for which
 	// Config.IsNotFound holds.
 	RunView(ctx context.Context, id int64) (store.RunView, error)
-	CostDays(ctx context.Context, since time.Time) ([]store.CostDay, error)
+	CostsByDay(ctx context.Context, since time.Time) ([]store.CostDay, error)
 	CostsByRepo(ctx context.Context, since time.Time) ([]store.RepoCostDay, error)
 	JobList(ctx context.Context, q store.JobQuery) ([]store.JobView, error)
 	// JobDetail reads one job with its attempts and runs; when there is

@@ -196,7 +196,7 @@ func (h *Handler) costsPage(r *http.Request, v *view) error {
 	if err != nil {
 		return err
 	}
-	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+	rows, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 	if err != nil {
 		return err
 	}

@@ -113,7 +113,7 @@ type ShadowStep struct {
 type CostDay struct {
 	Day      string // 2006-01-02, UTC
 	Executor string
-	Lane     string // primary, shadow or semantic
+	Lane     Lane // primary, shadow or semantic
 	Spans    int
 	Priced   int      // spans with a known cost
 	USD      *float64 // sum of known costs; nil when no span had one

@@ -7,20 +7,6 @@ import (
 	"time"
 )
 
-// CostDays is CostsByDay as the dashboard reads it.
-func (d *DB) CostDays(ctx context.Context, since time.Time) ([]CostDay, error) {
-	days, err := d.CostsByDay(ctx, since)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]CostDay, 0, len(days))
-	for _, c := range days {
-		out = append(out, CostDay{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
-			Priced: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens})
-	}
-	return out, nil
-}
-
 // RefusalCounts counts the refused runs finished at or after since by
 // refusal code, most frequent first.
 func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]RefusalCount, error) {

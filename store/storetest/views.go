@@ -162,7 +162,7 @@ func testDashboardViews(t *testing.T, e Engine) {
 			StepsAgreed: 1, StepsTotal: 2}}, pairs); diff != "" {
 			t.Fatalf("shadow pairs (-want +got):\n%s", diff)
 		}
-		days, err := db.CostDays(ctx, start)
+		days, err := db.CostsByDay(ctx, start)
 		if err != nil {
 			t.Fatal(err)
 		}
