@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -155,7 +156,7 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	if err := costs.WriteCSV(w, rows, cq.group == groupRepository); err != nil {
-		h.cfg.Logger.Warn("costs csv not written", "err", err)
+		h.cfg.Logger.Warn("costs csv not written", logkey.Err, err)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/internal/failguard"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -224,7 +225,7 @@ func (h *Handler) status(r *http.Request, err error) (int, string) {
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "request cancelled"
 	}
-	h.cfg.Logger.Error("dashboard request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	h.cfg.Logger.Error("dashboard request failed", "method", r.Method, "path", r.URL.Path, logkey.Err, err)
 	return http.StatusInternalServerError, "internal error"
 }
 

@@ -9,6 +9,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -122,7 +123,7 @@ func (h *Handler) evidence(w http.ResponseWriter, r *http.Request) {
 		return // the client went away
 	}
 	if _, err := io.Copy(w, obj.Body); err != nil {
-		h.cfg.Logger.Warn("evidence not served whole", "key", key, "err", err)
+		h.cfg.Logger.Warn("evidence not served whole", logkey.Key, key, logkey.Err, err)
 	}
 }
 

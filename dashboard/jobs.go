@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -212,7 +213,7 @@ func (h *Handler) move(w http.ResponseWriter, r *http.Request, do func(id int64)
 	}
 	q := url.Values{}
 	if ok {
-		h.cfg.Logger.Info(logMsg, "job_id", id)
+		h.cfg.Logger.Info(logMsg, logkey.JobID, id)
 		q.Set(done, strconv.FormatInt(id, 10))
 	} else {
 		q.Set(kept, strconv.FormatInt(id, 10))

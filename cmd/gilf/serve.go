@@ -26,6 +26,7 @@ import (
 	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/executors/selfhost"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/store"
@@ -77,7 +78,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	}
 	log := newLogger(env.Stderr, cfg.Log)
 	if err := serve(ctx, env, cfg, sc, app, log); err != nil {
-		log.Error("gilf serve stopped", "err", err)
+		log.Error("gilf serve stopped", logkey.Err, err)
 		return exitUsage
 	}
 	return exitOK
@@ -394,7 +395,7 @@ func (m *Main) drain() error {
 		m.log.Info("http server stopped")
 	}
 	err := m.group.Wait()
-	m.log.Info("intake and workers stopped; closing the store", "err", err)
+	m.log.Info("intake and workers stopped; closing the store", logkey.Err, err)
 	return errors.Join(append(errs, err)...)
 }
 
@@ -500,9 +501,9 @@ func buildLocal(cfg Config, reg WorkerRegistries, rules []egress.Rule, log *slog
 		return nil, errors.Join(append(errs, fmt.Errorf("local executor: %w", err))...)
 	}
 	if n, serr := e.Sweep(context.Background()); serr != nil {
-		log.Error("sweep local runs left by dead workers", "err", serr)
+		log.Error("sweep local runs left by dead workers", logkey.Err, serr)
 	} else if n > 0 {
-		log.Warn("removed local runs left by dead workers", "count", n)
+		log.Warn("removed local runs left by dead workers", logkey.Count, n)
 	}
 	return e, errors.Join(errs...)
 }
@@ -535,13 +536,13 @@ func buildRemotes(sc ServeConfig, environ []string, secrets []validation.Secret,
 		add(e2b.New(e2b.Options{
 			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
 			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
-			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
+			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With(logkey.Executor, executors.NameManagedE2B),
 		}))
 	}
 	if sc.CFSandbox.Configured() {
 		add(cfsandbox.New(cfsandbox.Options{
 			Enabled: true, URL: sc.CFSandbox.URL, Token: sc.CFSandbox.Token.Reveal(), Timeout: sc.CFSandbox.Timeout,
-			Secrets: secrets, Logger: log.With("executor", executors.NameManagedCFSandbox),
+			Secrets: secrets, Logger: log.With(logkey.Executor, executors.NameManagedCFSandbox),
 		}))
 	}
 	return set, errors.Join(errs...)
