@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 var errNoReader = errors.New("no spend reader configured")
@@ -89,7 +91,7 @@ func (g BudgetGuard) Shadow(ctx context.Context, selector string) ShadowDecision
 	if err != nil {
 		if g.Logger != nil {
 			g.Logger.ErrorContext(ctx, "e2b budget: spend read failed; shadow lane forwarded unchanged",
-				"executor", ExecutorE2B, "since", since, "err", err)
+				logkey.Executor, ExecutorE2B, "since", since, logkey.Err, err)
 		}
 		d.Reason = "budget not checked: spend read failed"
 		return d

@@ -5,7 +5,7 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store"
 )
 
 // The JSON API under /api/v1/. Field names are snake_case and stable
@@ -46,7 +46,7 @@ func orNull(s string) *string {
 	return &s
 }
 
-func toRunJSON(s validation.RunSummary) runJSON {
+func toRunJSON(s store.RunSummary) runJSON {
 	j := runJSON{ID: s.ID, JobID: s.JobID, Repo: s.Repo, PR: s.PR, HeadSHA: s.HeadSHA, Outcome: string(s.Outcome),
 		Reason: orNull(s.Reason), RefusalCode: orNull(string(s.Refusal)), Executor: orNull(s.Executor), Tier: orNull(string(s.Tier)),
 		StartedAt: stamp(s.Started), FinishedAt: stamp(s.Finished), Findings: s.Findings, USD: s.USD}
@@ -95,14 +95,14 @@ type artifactJSON struct {
 }
 
 type shadowJSON struct {
-	Executor    string                  `json:"executor"`
-	Outcome     *string                 `json:"outcome"`
-	Error       *string                 `json:"error"`
-	StepsAgreed int                     `json:"steps_agreed"`
-	StepsTotal  int                     `json:"steps_total"`
-	WallMs      int64                   `json:"wall_ms"`
-	USD         *float64                `json:"usd"`
-	Steps       []validation.ShadowStep `json:"steps"`
+	Executor    string             `json:"executor"`
+	Outcome     *string            `json:"outcome"`
+	Error       *string            `json:"error"`
+	StepsAgreed int                `json:"steps_agreed"`
+	StepsTotal  int                `json:"steps_total"`
+	WallMs      int64              `json:"wall_ms"`
+	USD         *float64           `json:"usd"`
+	Steps       []store.ShadowStep `json:"steps"`
 }
 
 type runDetailJSON struct {
@@ -158,8 +158,8 @@ type costsJSON struct {
 	Days  []costJSON `json:"days"`
 }
 
-func toCostJSON(c validation.CostDay) costJSON {
-	return costJSON{Day: c.Day, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans,
+func toCostJSON(c store.CostDay) costJSON {
+	return costJSON{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
 		PricedSpans: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
 }
 
@@ -181,7 +181,7 @@ func (h *Handler) apiCosts(r *http.Request) (any, error) {
 		}
 		return out, nil
 	}
-	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+	rows, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 	if err != nil {
 		return nil, err
 	}
@@ -221,7 +221,7 @@ type attemptJSON struct {
 	Reason    *string    `json:"reason"`
 }
 
-func toJobJSON(j validation.JobView, hist []validation.JobAttempt) jobJSON {
+func toJobJSON(j store.JobView, hist []store.JobAttempt) jobJSON {
 	out := jobJSON{ID: j.ID, Repo: j.Repo, PR: j.PR, HeadSHA: j.HeadSHA, State: j.State,
 		Reason: orNull(j.Reason), Attempts: j.Attempts, Reruns: j.Reruns, LastError: orNull(j.LastError),
 		NextAttemptAt: stamp(j.NextAttemptAt), LeaseOwner: orNull(j.LeaseOwner), LeaseExpiresAt: stamp(j.LeaseExpires),
@@ -242,7 +242,7 @@ func (h *Handler) apiJobs(r *http.Request) (any, error) {
 	if err != nil {
 		return nil, err
 	}
-	jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: states})
+	jobs, err := h.cfg.Reader.JobList(r.Context(), store.JobQuery{States: states})
 	if err != nil {
 		return nil, err
 	}

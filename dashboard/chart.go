@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store"
 )
 
 // The costs chart: known cost per UTC day, stacked by executor, drawn as
@@ -80,7 +80,7 @@ type costTotal struct {
 }
 
 // sumCosts sums rows by key(row), in the order keys first appear.
-func sumCosts[R any](rows []R, key func(R) string, day func(R) validation.CostDay) []costTotal {
+func sumCosts[R any](rows []R, key func(R) string, day func(R) store.CostDay) []costTotal {
 	var out []costTotal
 	idx := map[string]int{}
 	for _, row := range rows {
@@ -110,15 +110,15 @@ func sumCosts[R any](rows []R, key func(R) string, day func(R) validation.CostDa
 
 // totals sums the rows by executor (a model, model:<name>, is one), every
 // lane, by name.
-func totals(rows []validation.CostDay) []costTotal {
-	out := sumCosts(rows, func(r validation.CostDay) string { return r.Executor },
-		func(r validation.CostDay) validation.CostDay { return r })
+func totals(rows []store.CostDay) []costTotal {
+	out := sumCosts(rows, func(r store.CostDay) string { return r.Executor },
+		func(r store.CostDay) store.CostDay { return r })
 	slices.SortFunc(out, func(a, b costTotal) int { return strings.Compare(a.Key, b.Key) })
 	return out
 }
 
 // costChart lays out the chart of days days from since.
-func costChart(since time.Time, days int, rows []validation.CostDay) chart {
+func costChart(since time.Time, days int, rows []store.CostDay) chart {
 	c := chart{W: chartW, H: chartH, Left: chartLeft, Right: chartW - chartRight, Bottom: chartH - chartBottom, Empty: len(rows) == 0}
 	type dayCost struct {
 		usd      map[string]float64

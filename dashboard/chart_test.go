@@ -4,13 +4,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/store"
 )
 
 func TestCostChart(t *testing.T) {
 	since := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
 	usd := func(v float64) *float64 { return &v }
-	c := costChart(since, 3, []validation.CostDay{
+	c := costChart(since, 3, []store.CostDay{
 		{Day: "2026-11-01", Executor: "b", Lane: "primary", Spans: 2, Priced: 2, USD: usd(0.06)},
 		{Day: "2026-11-01", Executor: "a", Lane: "shadow", Spans: 1, Priced: 1, USD: usd(0.02)},
 		{Day: "2026-11-03", Executor: "a", Lane: "primary", Spans: 3, Priced: 1, USD: usd(0.01)},

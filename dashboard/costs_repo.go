@@ -10,7 +10,8 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/internal/logkey"
+	"github.com/gilf-review/gilf/store"
 )
 
 // Costs by repository: the costs page's table and chart of the top
@@ -50,9 +51,9 @@ func (h *Handler) parseCostQuery(q url.Values) (costQuery, error) {
 
 // repoTotals sums rows by repository, the most known cost first (then
 // the most spans, then by name).
-func repoTotals(rows []validation.RepoCostDay) []costTotal {
-	out := sumCosts(rows, func(r validation.RepoCostDay) string { return r.Repo },
-		func(r validation.RepoCostDay) validation.CostDay { return r.CostDay })
+func repoTotals(rows []store.RepoCostDay) []costTotal {
+	out := sumCosts(rows, func(r store.RepoCostDay) string { return r.Repo },
+		func(r store.RepoCostDay) store.CostDay { return r.CostDay })
 	known := func(t costTotal) float64 {
 		if t.USD == nil {
 			return -1
@@ -142,7 +143,7 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 			rows = append(rows, costRow(c.Repo, c.CostDay))
 		}
 	} else {
-		ds, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+		ds, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 		if err != nil {
 			h.fail(w, r, err)
 			return
@@ -155,11 +156,11 @@ func (h *Handler) costsCSV(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/csv; charset=utf-8")
 	w.Header().Set("Content-Disposition", `attachment; filename="`+name+`"`)
 	if err := costs.WriteCSV(w, rows, cq.group == groupRepository); err != nil {
-		h.cfg.Logger.Warn("costs csv not written", "err", err)
+		h.cfg.Logger.Warn("costs csv not written", logkey.Err, err)
 	}
 }
 
-func costRow(repo string, c validation.CostDay) costs.Row {
-	return costs.Row{Day: c.Day, Repository: repo, Executor: c.Executor, Lane: c.Lane, Spans: c.Spans, Priced: c.Priced,
+func costRow(repo string, c store.CostDay) costs.Row {
+	return costs.Row{Day: c.Day, Repository: repo, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans, Priced: c.Priced,
 		USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens}
 }

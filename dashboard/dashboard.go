@@ -18,24 +18,25 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/internal/failguard"
-	"github.com/gilf-review/gilf/validation"
+	"github.com/gilf-review/gilf/internal/logkey"
+	"github.com/gilf-review/gilf/store"
 )
 
 // Reader is what the dashboard reads. *store.DB implements it.
 type Reader interface {
-	RunList(ctx context.Context, q validation.RunQuery) (validation.RunPage, error)
+	RunList(ctx context.Context, q store.RunQuery) (store.RunPage, error)
 	// RunView reads one run; when there is none, an error for which
 	// Config.IsNotFound holds.
-	RunView(ctx context.Context, id int64) (validation.RunView, error)
-	CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error)
-	CostsByRepo(ctx context.Context, since time.Time) ([]validation.RepoCostDay, error)
-	JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error)
+	RunView(ctx context.Context, id int64) (store.RunView, error)
+	CostsByDay(ctx context.Context, since time.Time) ([]store.CostDay, error)
+	CostsByRepo(ctx context.Context, since time.Time) ([]store.RepoCostDay, error)
+	JobList(ctx context.Context, q store.JobQuery) ([]store.JobView, error)
 	// JobDetail reads one job with its attempts and runs; when there is
 	// none, an error for which Config.IsNotFound holds.
-	JobDetail(ctx context.Context, id int64) (validation.JobDetail, error)
-	JobAttempts(ctx context.Context, ids []int64) (map[int64][]validation.JobAttempt, error)
-	RefusalCounts(ctx context.Context, since time.Time) ([]validation.RefusalCount, error)
-	ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error)
+	JobDetail(ctx context.Context, id int64) (store.JobDetail, error)
+	JobAttempts(ctx context.Context, ids []int64) (map[int64][]store.JobAttempt, error)
+	RefusalCounts(ctx context.Context, since time.Time) ([]store.RefusalCount, error)
+	ShadowPairs(ctx context.Context, since time.Time) ([]store.ShadowPair, error)
 }
 
 // Requeuer queues a finished job again as a re-run; it reports the job's
@@ -224,7 +225,7 @@ func (h *Handler) status(r *http.Request, err error) (int, string) {
 	case errors.Is(err, context.Canceled):
 		return http.StatusServiceUnavailable, "request cancelled"
 	}
-	h.cfg.Logger.Error("dashboard request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	h.cfg.Logger.Error("dashboard request failed", "method", r.Method, "path", r.URL.Path, logkey.Err, err)
 	return http.StatusInternalServerError, "internal error"
 }
 

@@ -9,6 +9,8 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/gilf-review/gilf/internal/logkey"
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -39,7 +41,7 @@ func EvidencePath(key string) string { return "/dashboard/evidence?key=" + url.Q
 // artifactURL is where an artifact's link goes: the dashboard's evidence
 // route when an evidence store is wired and the upload was persisted,
 // else the stored reference's URL when it is http(s), else "".
-func (h *Handler) artifactURL(a validation.ArtifactView) string {
+func (h *Handler) artifactURL(a store.ArtifactView) string {
 	if u := h.openURL(a); u != "" {
 		return u
 	}
@@ -48,7 +50,7 @@ func (h *Handler) artifactURL(a validation.ArtifactView) string {
 
 // openURL is the dashboard's evidence route of a persisted artifact, ""
 // without an evidence store.
-func (h *Handler) openURL(a validation.ArtifactView) string {
+func (h *Handler) openURL(a store.ArtifactView) string {
 	if h.cfg.Evidence != nil && a.Status == "persisted" && a.Key != "" {
 		return EvidencePath(a.Key)
 	}
@@ -121,7 +123,7 @@ func (h *Handler) evidence(w http.ResponseWriter, r *http.Request) {
 		return // the client went away
 	}
 	if _, err := io.Copy(w, obj.Body); err != nil {
-		h.cfg.Logger.Warn("evidence not served whole", "key", key, "err", err)
+		h.cfg.Logger.Warn("evidence not served whole", logkey.Key, key, logkey.Err, err)
 	}
 }
 

@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/gilf-review/gilf/internal/logkey"
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -56,8 +58,8 @@ func parseStates(q url.Values) ([]string, error) {
 
 // jobRow is one job of the queue with its recorded attempts.
 type jobRow struct {
-	validation.JobView
-	History []validation.JobAttempt
+	store.JobView
+	History []store.JobAttempt
 }
 
 // stateSection is the queue page's list of one state.
@@ -85,14 +87,14 @@ func (h *Handler) queuePage(r *http.Request, v *view) error {
 	if err != nil {
 		return err
 	}
-	d := queueData{Limit: validation.MaxRunPage}
+	d := queueData{Limit: store.MaxRunPage}
 	for _, s := range jobStates() {
 		d.Choices = append(d.Choices, stateChoice{State: s, Checked: slices.Contains(states, s)})
 	}
 	// One read per state, so a long queue cannot hide the dead jobs.
 	var ids []int64
 	for _, s := range states {
-		jobs, err := h.cfg.Reader.JobList(r.Context(), validation.JobQuery{States: []string{s}, Limit: d.Limit})
+		jobs, err := h.cfg.Reader.JobList(r.Context(), store.JobQuery{States: []string{s}, Limit: d.Limit})
 		if err != nil {
 			return err
 		}
@@ -135,7 +137,7 @@ func moveMessage(q url.Values) string {
 }
 
 type jobData struct {
-	Job     validation.JobDetail
+	Job     store.JobDetail
 	Latest  int64 // the newest run; 0 when none
 	CSRF    string
 	Message string
@@ -211,7 +213,7 @@ func (h *Handler) move(w http.ResponseWriter, r *http.Request, do func(id int64)
 	}
 	q := url.Values{}
 	if ok {
-		h.cfg.Logger.Info(logMsg, "job_id", id)
+		h.cfg.Logger.Info(logMsg, logkey.JobID, id)
 		q.Set(done, strconv.FormatInt(id, 10))
 	} else {
 		q.Set(kept, strconv.FormatInt(id, 10))

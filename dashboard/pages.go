@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -21,13 +22,13 @@ func outcomes() []validation.Outcome {
 // runFilter is the runs page's and API's query, as typed and as parsed.
 type runFilter struct {
 	Repo, Outcome, Executor, From, To string
-	Query                             validation.RunQuery
+	Query                             store.RunQuery
 }
 
 func parseRunFilter(q url.Values) (runFilter, error) {
 	f := runFilter{Repo: strings.TrimSpace(q.Get("repo")), Outcome: q.Get("outcome"),
 		Executor: strings.TrimSpace(q.Get("executor")), From: q.Get("from"), To: q.Get("to")}
-	f.Query = validation.RunQuery{Repo: f.Repo, Outcome: validation.Outcome(f.Outcome), Executor: f.Executor}
+	f.Query = store.RunQuery{Repo: f.Repo, Outcome: validation.Outcome(f.Outcome), Executor: f.Executor}
 	if f.Outcome != "" {
 		ok := false
 		for _, o := range outcomes() {
@@ -80,7 +81,7 @@ func (f runFilter) values() url.Values {
 type runsData struct {
 	Filter   runFilter
 	Outcomes []validation.Outcome
-	Runs     []validation.RunSummary
+	Runs     []store.RunSummary
 	Next     string // the older page's URL; empty on the last page
 	First    string // the newest page's URL when this is not it
 }
@@ -128,7 +129,7 @@ type findingView struct {
 }
 
 type runData struct {
-	Run      validation.RunView
+	Run      store.RunView
 	Findings []findingView
 	// Links are the artifacts' links, by index ("" for none).
 	Links []string
@@ -181,10 +182,10 @@ func (h *Handler) since(days int) time.Time {
 type costsData struct {
 	Days       int
 	Since      time.Time
-	Rows       []validation.CostDay
+	Rows       []store.CostDay
 	Totals     []costTotal
 	Chart      chart
-	RepoRows   []validation.RepoCostDay
+	RepoRows   []store.RepoCostDay
 	RepoTotals []costTotal
 	RepoChart  repoChart
 	TopRepos   int
@@ -195,7 +196,7 @@ func (h *Handler) costsPage(r *http.Request, v *view) error {
 	if err != nil {
 		return err
 	}
-	rows, err := h.cfg.Reader.CostDays(r.Context(), cq.since)
+	rows, err := h.cfg.Reader.CostsByDay(r.Context(), cq.since)
 	if err != nil {
 		return err
 	}
@@ -212,7 +213,7 @@ func (h *Handler) costsPage(r *http.Request, v *view) error {
 
 type refusalsData struct {
 	Days  int
-	Codes []validation.RefusalCount
+	Codes []store.RefusalCount
 	Total int
 }
 
@@ -235,7 +236,7 @@ func (h *Handler) refusalsPage(r *http.Request, v *view) error {
 
 type shadowData struct {
 	Days  int
-	Pairs []validation.ShadowPair
+	Pairs []store.ShadowPair
 }
 
 func (h *Handler) shadowPage(r *http.Request, v *view) error {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -118,7 +119,7 @@ func (h *Handler) fail(w http.ResponseWriter, r *http.Request, err error) {
 func (h *Handler) render(w http.ResponseWriter, r *http.Request, code int, v *view) {
 	var buf bytes.Buffer
 	if err := h.pages.ExecuteTemplate(&buf, v.Template, v); err != nil {
-		h.cfg.Logger.Error("dashboard template failed", "template", v.Template, "path", r.URL.Path, "err", err)
+		h.cfg.Logger.Error("dashboard template failed", "template", v.Template, "path", r.URL.Path, logkey.Err, err)
 		http.Error(w, "internal error", http.StatusInternalServerError)
 		return
 	}

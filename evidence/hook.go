@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -59,7 +60,7 @@ func Run(ctx context.Context, logger *slog.Logger, opts Options, store Store, in
 	artifacts = append(artifacts, in.Extra...)
 	findings, stored, failures := Attach(ctx, store, in.Scope, in.Findings, artifacts)
 	for _, f := range failures {
-		logger.WarnContext(ctx, "evidence upload failed", "key", f.Key, "kind", string(f.Kind), "step", f.Step, "reason", f.Reason)
+		logger.WarnContext(ctx, "evidence upload failed", logkey.Key, f.Key, "kind", string(f.Kind), logkey.Step, f.Step, logkey.Reason, f.Reason)
 	}
 	if opts.Require {
 		findings = Require(findings)
@@ -68,6 +69,6 @@ func Run(ctx context.Context, logger *slog.Logger, opts Options, store Store, in
 }
 
 func failed(ctx context.Context, logger *slog.Logger, in Input, err error) Result {
-	logger.ErrorContext(ctx, "evidence hook failed; findings go on unchanged", "err", err)
+	logger.ErrorContext(ctx, "evidence hook failed; findings go on unchanged", logkey.Err, err)
 	return Result{Findings: in.Findings, Err: "evidence hook: " + err.Error()}
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -158,7 +159,7 @@ func (s *S3Store) Put(ctx context.Context, obj Object) (validation.EvidenceRef, 
 		}
 		wait := backoff(s.opts.RetryBackoff, attempt)
 		s.log.WarnContext(ctx, "evidence upload failed; retrying",
-			"key", key, "attempt", attempt, "wait", wait, "err", err)
+			logkey.Key, key, logkey.Attempt, attempt, logkey.Wait, wait, logkey.Err, err)
 		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
@@ -220,7 +221,7 @@ func (s *S3Store) ref(ctx context.Context, kind Kind, key string) validation.Evi
 		}, s3.WithPresignExpires(s.opts.PresignExpiry))
 		if err != nil {
 			// The object is stored; only its link is missing.
-			s.log.WarnContext(ctx, "evidence presign failed; reference keeps the key only", "key", key, "err", err)
+			s.log.WarnContext(ctx, "evidence presign failed; reference keeps the key only", logkey.Key, key, logkey.Err, err)
 			return ref
 		}
 		ref.URL = req.URL

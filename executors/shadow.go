@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -234,7 +235,7 @@ func (s *Shadow) Start(ctx context.Context, primary string, req Request) *Shadow
 			if p := recover(); p != nil {
 				out.panicked = p
 				logger.ErrorContext(ctx, "shadow executor panicked",
-					slog.String("executor", name), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
+					slog.String(logkey.Executor, name), slog.Any("panic", p), slog.String("stack", string(debug.Stack())))
 			}
 			out.finished = time.Now()
 			r.done <- out

@@ -20,6 +20,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -134,7 +135,7 @@ func (w *CommandWorker) Run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		did, err := w.Once(ctx)
 		if err != nil && ctx.Err() == nil {
-			w.Logger.Error("command", "err", err)
+			w.Logger.Error("command", logkey.Err, err)
 		}
 		if did {
 			continue
@@ -172,7 +173,7 @@ func (w *CommandWorker) Once(ctx context.Context) (did bool, err error) {
 	if err := w.Queue.Done(ctx, c, status, reason); err != nil {
 		return true, fmt.Errorf("command %s: %w", c.ID, err)
 	}
-	w.Logger.Info("command answered", "delivery_id", c.ID, "repo", c.Repo, "pr", c.PR, "status", status, "reason", reason)
+	w.Logger.Info("command answered", logkey.DeliveryID, c.ID, logkey.Repo, c.Repo, logkey.PR, c.PR, logkey.Status, status, logkey.Reason, reason)
 	return true, nil
 }
 
@@ -220,7 +221,7 @@ func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validati
 	say := func(reason, body string) (validation.DeliveryStatus, string, error) {
 		body, leak := GuardOutput(body, w.Secrets)
 		if !leak.Passed {
-			w.Logger.Error("secret found in a command's answer before posting; redacted", "delivery_id", c.ID, "detail", leak.Detail)
+			w.Logger.Error("secret found in a command's answer before posting; redacted", logkey.DeliveryID, c.ID, logkey.Detail, leak.Detail)
 		}
 		if err := w.GitHub.Comment(ctx, j, body); err != nil {
 			return "", "", err
@@ -245,7 +246,7 @@ func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validati
 		}
 	}
 	if err := w.GitHub.React(ctx, j, p.Comment.ID); err != nil {
-		w.Logger.Warn("reaction to a command failed", "delivery_id", c.ID, "err", err)
+		w.Logger.Warn("reaction to a command failed", logkey.DeliveryID, c.ID, logkey.Err, err)
 	}
 	switch cmd.Name {
 	case validation.CommandHelp:

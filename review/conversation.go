@@ -23,6 +23,8 @@ import (
 	"log/slog"
 	"strings"
 	"unicode"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Thread is one review thread of the pull request as the conversation
@@ -233,18 +235,18 @@ func (p *Pipeline) settle(ctx context.Context, j Job, plan *convPlan, log *slog.
 	}
 	for _, n := range plan.replies {
 		if err := p.Conversation.Reply(ctx, j, n.thread.CommentID, n.key, n.body); err != nil {
-			log.Warn("reply in review thread failed", "thread", n.thread.ID, "err", err)
+			log.Warn("reply in review thread failed", "thread", n.thread.ID, logkey.Err, err)
 		}
 	}
 	for _, t := range plan.resolve {
 		if err := p.Conversation.Resolve(ctx, j, t.ID); err != nil {
-			log.Warn("resolve review thread failed", "thread", t.ID, "err", err)
+			log.Warn("resolve review thread failed", "thread", t.ID, logkey.Err, err)
 		}
 	}
 	for _, t := range plan.told {
 		body := fmt.Sprintf("This finding no longer shows at %s. gilf leaves this thread open because someone replied in it; resolve it when the conversation is done.", code(shortHead(j.HeadSHA)))
 		if err := p.Conversation.Reply(ctx, j, t.CommentID, "gone", body); err != nil {
-			log.Warn("reply in review thread failed", "thread", t.ID, "err", err)
+			log.Warn("reply in review thread failed", "thread", t.ID, logkey.Err, err)
 		}
 	}
 }

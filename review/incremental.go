@@ -10,6 +10,8 @@ package review
 import (
 	"context"
 	"fmt"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // History is what the pull request's history on GitHub says.
@@ -64,7 +66,7 @@ func (p *Pipeline) reviewScope(ctx context.Context, j Job, full Diff, prev strin
 	cmp, err := p.History.Compare(ctx, j, prev, j.HeadSHA)
 	switch {
 	case err != nil:
-		p.Logger.Warn("compare with the last reviewed head failed; reviewing the whole pull request", "job_id", j.ID, "since", prev, "err", err)
+		JobLogger(p.Logger, j).Warn("compare with the last reviewed head failed; reviewing the whole pull request", "since", prev, logkey.Err, err)
 		return whole(fmt.Sprintf("the changes since %s could not be read", shortHead(prev)))
 	case cmp.Status != CompareAhead:
 		return whole(fmt.Sprintf("the last reviewed head %s is not an ancestor of this head (a force-push or a rebase)", shortHead(prev)))

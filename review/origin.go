@@ -12,6 +12,7 @@ import (
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/excerpt"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/internal/workdir"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -241,7 +242,7 @@ func (c OriginCheck) retry(ctx context.Context, failed []validation.Step) (map[s
 	req.Labels = withLabel(req.Labels, "lane", "retry")
 	rec, err := Validate(ctx, c.Exec, req, nil)
 	if err != nil {
-		c.Logger.Warn("retry of the failed steps broke; they are compared with the base only", "executor", c.Exec.Name(), "err", err)
+		c.Logger.Warn("retry of the failed steps broke; they are compared with the base only", logkey.Executor, c.Exec.Name(), logkey.Err, err)
 		return nil, nil
 	}
 	out := map[string]validation.Status{}
@@ -267,7 +268,7 @@ func (c OriginCheck) base(ctx context.Context, failed []validation.Step) (valida
 	if c.Store != nil && c.Base.Repo != "" {
 		got, err := c.Store.BaseSteps(ctx, c.Base.Repo, c.BaseSHA, c.Exec.Name(), keys)
 		if err != nil {
-			c.Logger.Warn("stored base results not read; the base runs again", "err", err)
+			c.Logger.Warn("stored base results not read; the base runs again", logkey.Err, err)
 		}
 		if len(got) == len(keys) {
 			out := validation.BaseRun{Reused: true, Outcome: validation.OutcomePassed}
@@ -287,7 +288,7 @@ func (c OriginCheck) base(ctx context.Context, failed []validation.Step) (valida
 			save[keys[i]] = s
 		}
 		if err := c.Store.SaveBaseSteps(context.WithoutCancel(ctx), c.Base.Repo, c.BaseSHA, c.Exec.Name(), save); err != nil {
-			c.Logger.Warn("base results not stored; a later head runs the base again", "err", err)
+			c.Logger.Warn("base results not stored; a later head runs the base again", logkey.Err, err)
 		}
 	}
 	return out, run
@@ -304,17 +305,17 @@ func (c OriginCheck) runBase(ctx context.Context, steps []validation.Step) (vali
 		var err error
 		dir, err = workdir.Create(c.Base.WorkDir, "base-")
 		if err != nil {
-			c.Logger.Error("make the base's checkout dir", "err", err)
+			c.Logger.Error("make the base's checkout dir", logkey.Err, err)
 			return validation.BaseRun{Reason: "gilf could not make a directory for the base's checkout"}, nil
 		}
 		defer func() {
 			if err := os.RemoveAll(dir); err != nil {
-				c.Logger.Error("remove the base's checkout", "dir", dir, "err", err)
+				c.Logger.Error("remove the base's checkout", logkey.Dir, dir, logkey.Err, err)
 			}
 		}()
 		root, err = c.Base.Checkout(ctx, dir)
 		if err != nil {
-			c.Logger.Warn("base not checked out; failures are of unknown origin", "err", err)
+			c.Logger.Warn("base not checked out; failures are of unknown origin", logkey.Err, err)
 			return validation.BaseRun{Reason: "the base commit could not be downloaded"}, nil
 		}
 	}
@@ -346,7 +347,7 @@ func (c OriginCheck) runBase(ctx context.Context, steps []validation.Step) (vali
 		Labels: withLabel(withLabel(c.Head.Labels, "lane", "base"), "head_sha", c.BaseSHA), Run: c.Head.Run}
 	rec, err := Validate(ctx, c.Exec, req, nil)
 	if err != nil {
-		c.Logger.Warn("the base's run broke; failures are of unknown origin", "executor", c.Exec.Name(), "err", err)
+		c.Logger.Warn("the base's run broke; failures are of unknown origin", logkey.Executor, c.Exec.Name(), logkey.Err, err)
 		return validation.BaseRun{Reason: "gilf's infrastructure failed while validating the base"}, nil
 	}
 	switch rec.Outcome {
@@ -401,7 +402,7 @@ func laneRun(lane string, rec validation.Record) *LaneRun {
 func (p *Pipeline) compare(ctx context.Context, j Job, pr PR, cfg ValidationConfig, exec executors.Executor, req executors.Request, rec *validation.Record, rep *progressReporter) ([]LaneRun, error) {
 	c := OriginCheck{
 		Exec: exec, Head: req, Retry: cfg.RetryFlaky == nil || *cfg.RetryFlaky,
-		BaseRef: pr.BaseRef, BaseSHA: pr.BaseSHA, Store: p.BaseResults, Logger: p.Logger.With("job_id", j.ID),
+		BaseRef: pr.BaseRef, BaseSHA: pr.BaseSHA, Store: p.BaseResults, Logger: JobLogger(p.Logger, j),
 	}
 	switch {
 	case p.NoBaseComparison:

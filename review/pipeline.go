@@ -17,6 +17,7 @@ import (
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/evidence"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/internal/workdir"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -263,11 +264,11 @@ type Result struct {
 // other ending — passed, failed, gap, skipped, refused, inconclusive — is
 // a Result.
 func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
-	log := p.Logger.With("job_id", j.ID, "repo", j.FullName(), "pr", j.Number, "head_sha", j.HeadSHA)
+	log := JobLogger(p.Logger, j)
 	if j.InstallationID == 0 {
 		rec := NewRecord(RecordInput{Refusal: validation.Refuse(validation.CodeInstallationMissing,
 			"the webhook delivery carried no installation, so gilf cannot get a token for %s; install the GitHub App on the repository", j.FullName())})
-		log.Warn("job has no installation", "refusal_code", validation.CodeInstallationMissing)
+		log.Warn("job has no installation", logkey.RefusalCode, validation.CodeInstallationMissing)
 		return Result{Record: rec}, nil
 	}
 	pr, err := p.PRs.PullRequest(ctx, j)
@@ -284,7 +285,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		q.Status, q.Title = StatusQueued, "gilf validation: queued"
 		q.Summary = "gilf is reading the pull request and its configuration."
 		if err := pp.Progress(ctx, j, q); err != nil {
-			log.Warn("check run not created as queued", "err", err)
+			log.Warn("check run not created as queued", logkey.Err, err)
 		}
 	}
 	v, err := p.validate(ctx, j, pr, base)
@@ -294,7 +295,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	res := Result{Record: v.rec, Shadow: v.shadow, OriginRuns: v.originRuns}
 	if ref := res.Record.Refusal; ref != nil && res.Record.Outcome == validation.OutcomeError {
-		log.Error("gilf is not set up to validate this pull request; the operator must act", "refusal_code", ref.Code, "detail", ref.Msg)
+		log.Error("gilf is not set up to validate this pull request; the operator must act", logkey.RefusalCode, ref.Code, logkey.Detail, ref.Msg)
 		if p.OperatorErrors != nil {
 			p.OperatorErrors(ref.Code)
 		}
@@ -317,7 +318,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	res.Body, leak = GuardOutput(Render(res.Record, opts), p.Secrets)
 	res.Record.Controls = append(res.Record.Controls, leak)
 	if !leak.Passed {
-		log.Error("secret found in the review before posting; redacted", "refusal_code", leak.Code, "detail", leak.Detail)
+		log.Error("secret found in the review before posting; redacted", logkey.RefusalCode, leak.Code, logkey.Detail, leak.Detail)
 	}
 
 	// A result for a stale head is recorded, not posted.
@@ -374,7 +375,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	}
 	res.Posted = true
 	p.settle(ctx, j, sem.plan, log)
-	log.Info("review posted", "outcome", res.Record.Outcome, "executor", res.Record.Executor)
+	log.Info("review posted", logkey.Outcome, res.Record.Outcome, logkey.Executor, res.Record.Executor)
 	return res, nil
 }
 
@@ -405,7 +406,7 @@ func (p *Pipeline) finishStale(ctx context.Context, j Job, base CheckProgress, c
 		HeadSHA: j.HeadSHA, Conclusion: ConclusionNeutral, NoReview: true, DetailsURL: base.DetailsURL,
 		Title: "gilf validation: ⏭️ not posted — the pull request moved on", Summary: summary,
 	}); err != nil {
-		log.Warn("check run of a stale head not completed", "err", err)
+		log.Warn("check run of a stale head not completed", logkey.Err, err)
 	}
 }
 
@@ -532,7 +533,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	}
 	defer func() {
 		if err := os.RemoveAll(dir); err != nil {
-			p.Logger.Error("remove checkout", "dir", dir, "err", err)
+			p.Logger.Error("remove checkout", logkey.Dir, dir, logkey.Err, err)
 		}
 	}()
 	root, err := p.Checkouts.Checkout(ctx, j, j.HeadSHA, dir)
@@ -555,7 +556,7 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	}
 	var rep *progressReporter
 	if pp, ok := p.Publisher.(ProgressPublisher); ok {
-		rep = newProgressReporter(ctx, pp, j, base, p.Logger.With("job_id", j.ID))
+		rep = newProgressReporter(ctx, pp, j, base, JobLogger(p.Logger, j))
 		rep.steps = plan.Steps
 		rep.base.StartedAt = time.Now()
 		st := rep.base

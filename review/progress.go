@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -83,7 +84,7 @@ func (r *progressReporter) loop(ctx context.Context) {
 		}
 		cctx, cancel := context.WithTimeout(ctx, ProgressTimeout)
 		if err := r.pub.Progress(cctx, r.job, *p); err != nil {
-			r.log.Warn("check run progress not updated", "status", p.Status, "err", err)
+			r.log.Warn("check run progress not updated", logkey.Status, p.Status, logkey.Err, err)
 		}
 		cancel()
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/costs"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -73,7 +74,7 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	if err != nil {
 		sec.Why = "the review memory could not be read, so the model was not asked"
 		note(sec.Why)
-		p.Logger.Warn("review memory not read", "job_id", j.ID, "path", v.memoryPath, "err", err)
+		JobLogger(p.Logger, j).Warn("review memory not read", "path", v.memoryPath, logkey.Err, err)
 		return semanticResult{section: sec, head: prev}
 	}
 	if run, why := SemanticShouldRun(SkipInput{Flag: p.SkipSemanticOnValidationFailure, Memory: memory,
@@ -108,7 +109,7 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	if err != nil {
 		sec.Why = "the model's answer could not be used"
 		note(sec.Why)
-		p.Logger.Warn("semantic review failed", "job_id", j.ID, "err", err)
+		JobLogger(p.Logger, j).Warn("semantic review failed", logkey.Err, err)
 		res := semanticResult{section: sec, head: prev}
 		if out.Usage.PromptTokens > 0 || out.Usage.CompletionTokens > 0 {
 			res.span = &span // the tokens were spent
@@ -153,7 +154,7 @@ func (p *Pipeline) semanticHead(ctx context.Context, j Job) string {
 	}
 	h, err := p.History.SemanticHead(ctx, j)
 	if err != nil {
-		p.Logger.Warn("last reviewed head not read; reviewing the whole pull request", "job_id", j.ID, "err", err)
+		JobLogger(p.Logger, j).Warn("last reviewed head not read; reviewing the whole pull request", logkey.Err, err)
 		return ""
 	}
 	return h
@@ -169,7 +170,7 @@ func (p *Pipeline) threads(ctx context.Context, j Job) ([]Thread, *ConversationS
 	}
 	ts, err := p.Conversation.Threads(ctx, j)
 	if err != nil {
-		p.Logger.Warn("review threads not read; findings go in the summary", "job_id", j.ID, "err", err)
+		JobLogger(p.Logger, j).Warn("review threads not read; findings go in the summary", logkey.Err, err)
 		conv.Unread = true
 		return nil, conv
 	}

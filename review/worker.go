@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Claim is a leased job. Token is the fencing token every state change
@@ -139,7 +141,7 @@ func (w *Worker) loop(ctx, jobCtx context.Context, owner string, relay chan stru
 		c, ok, err := w.Queue.Claim(ctx, owner, w.lease())
 		if err != nil {
 			if ctx.Err() == nil {
-				w.Logger.Error("claim job", "err", err)
+				w.Logger.Error("claim job", logkey.Err, err)
 			}
 		}
 		if err != nil || !ok {
@@ -161,7 +163,7 @@ func (w *Worker) loop(ctx, jobCtx context.Context, owner string, relay chan stru
 
 // runOne runs a claimed job with a heartbeat; a lost lease cancels it.
 func (w *Worker) runOne(ctx context.Context, c Claim) {
-	log := w.Logger.With("job_id", c.Job.ID, "repo", c.Job.FullName(), "pr", c.Job.Number, "head_sha", c.Job.HeadSHA)
+	log := JobLogger(w.Logger, c.Job)
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	hbDone := make(chan struct{})
@@ -184,7 +186,7 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 			case <-stopC:
 				stopped, err := stopper.Stopped(ctx, c)
 				if err != nil {
-					log.Warn("job state not read; the heartbeat will tell", "err", err)
+					log.Warn("job state not read; the heartbeat will tell", logkey.Err, err)
 				}
 				if stopped {
 					log.Info("job superseded or cancelled; stopping its validation")
@@ -199,11 +201,11 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 				case errors.Is(err, ErrLeaseLost) || time.Since(renewed) >= w.lease()*2/3:
 					// Lost, or unrenewed for long enough that another
 					// worker may already have taken the job over.
-					log.Error("heartbeat failed; abandoning job", "err", err)
+					log.Error("heartbeat failed; abandoning job", logkey.Err, err)
 					cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 					return
 				default:
-					log.Warn("heartbeat failed; will try again before the lease expires", "err", err)
+					log.Warn("heartbeat failed; will try again before the lease expires", logkey.Err, err)
 				}
 			}
 		}
@@ -221,18 +223,18 @@ func (w *Worker) runOne(ctx context.Context, c Claim) {
 	}
 	switch {
 	case lost != nil && !errors.Is(lost, context.Canceled):
-		log.Warn("job abandoned", "err", lost)
+		log.Warn("job abandoned", logkey.Err, lost)
 		if a, ok := w.Queue.(Abandoner); ok {
 			a.Abandoned(sctx, c)
 		}
 	case err != nil:
-		log.Warn("job failed; will retry", "err", err)
+		log.Warn("job failed; will retry", logkey.Err, err)
 		if rerr := w.Queue.Retry(sctx, c, err); rerr != nil {
-			log.Error("release job for retry", "err", rerr)
+			log.Error("release job for retry", logkey.Err, rerr)
 		}
 	default:
 		if cerr := w.Queue.Complete(sctx, c, res); cerr != nil {
-			log.Error("complete job", "err", cerr)
+			log.Error("complete job", logkey.Err, cerr)
 		}
 	}
 }

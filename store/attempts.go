@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/gilf-review/gilf/validation"
 )
 
 // The attempts of jobs (migration 0008): one row per claim, written by
@@ -20,8 +18,8 @@ const MaxAttemptsShown = 50
 const sqlJobColumns = `id, repo, pr, head_sha, state, reason, attempts, reruns, last_error,
 	next_attempt_at, lease_owner, lease_expires_at, created_at, updated_at`
 
-func scanJobView(sc interface{ Scan(...any) error }) (validation.JobView, error) {
-	var j validation.JobView
+func scanJobView(sc interface{ Scan(...any) error }) (JobView, error) {
+	var j JobView
 	var owner sql.NullString
 	var exp sql.NullInt64
 	var next, created, updated int64
@@ -37,8 +35,8 @@ func scanJobView(sc interface{ Scan(...any) error }) (validation.JobView, error)
 
 // JobDetail reads one job, its recorded attempts and its runs' ids;
 // ErrNotFound when there is no such job.
-func (d *DB) JobDetail(ctx context.Context, id int64) (validation.JobDetail, error) {
-	var out validation.JobDetail
+func (d *DB) JobDetail(ctx context.Context, id int64) (JobDetail, error) {
+	var out JobDetail
 	j, err := scanJobView(d.r.QueryRowContext(ctx, `SELECT `+sqlJobColumns+` FROM jobs WHERE id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
 		return out, fmt.Errorf("job %d: %w", id, ErrNotFound)
@@ -75,8 +73,8 @@ func (d *DB) JobDetail(ctx context.Context, id int64) (validation.JobDetail, err
 // first (by re-run, then attempt), at most MaxAttemptsShown per job.
 // A job with none recorded (claimed before migration 0008, or never
 // claimed) has no entry.
-func (d *DB) JobAttempts(ctx context.Context, ids []int64) (map[int64][]validation.JobAttempt, error) {
-	out := map[int64][]validation.JobAttempt{}
+func (d *DB) JobAttempts(ctx context.Context, ids []int64) (map[int64][]JobAttempt, error) {
+	out := map[int64][]JobAttempt{}
 	if len(ids) == 0 {
 		return out, nil
 	}
@@ -92,7 +90,7 @@ func (d *DB) JobAttempts(ctx context.Context, ids []int64) (map[int64][]validati
 	}
 	defer rows.Close()
 	for rows.Next() {
-		var a validation.JobAttempt
+		var a JobAttempt
 		var job, started int64
 		var ended sql.NullInt64
 		if err := rows.Scan(&job, &a.Rerun, &a.Attempt, &a.Owner, &started, &ended, &a.Result, &a.Error, &a.Reason); err != nil {

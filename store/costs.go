@@ -20,24 +20,9 @@ func (d *DB) SpendSince(ctx context.Context, executor string, since time.Time) (
 	return usd, nil
 }
 
-// DayCost is the cost of one executor's lane on one UTC day.
-type DayCost struct {
-	Day      string // 2006-01-02, UTC
-	Executor string
-	Lane     Lane
-	Spans    int
-	Priced   int      // spans with a known cost
-	USD      *float64 // sum of known costs; nil when no span had one
-	Seconds  float64  // wall time of all spans
-	// InputTokens and OutputTokens sum the known token counts of the
-	// semantic lane's spans (0 for an executor's lane).
-	InputTokens  int64
-	OutputTokens int64
-}
-
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
-func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
+func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]CostDay, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT `+d.drv.DayOf("started_at")+` AS day,
 			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
@@ -47,9 +32,9 @@ func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error)
 		return nil, fmt.Errorf("costs by day: %w", err)
 	}
 	defer rows.Close()
-	out := []DayCost{}
+	out := []CostDay{}
 	for rows.Next() {
-		var c DayCost
+		var c CostDay
 		var usd sql.NullFloat64
 		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens); err != nil {
 			return nil, fmt.Errorf("costs by day: %w", err)

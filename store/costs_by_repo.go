@@ -5,15 +5,13 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/gilf-review/gilf/validation"
 )
 
 // CostsByRepo groups the cost spans started at or after since by the
 // repository of their job, UTC day, executor and lane: oldest day first,
 // then repository, executor and lane. As CostsByDay, a row's USD is nil
 // when none of its spans had a price.
-func (d *DB) CostsByRepo(ctx context.Context, since time.Time) ([]validation.RepoCostDay, error) {
+func (d *DB) CostsByRepo(ctx context.Context, since time.Time) ([]RepoCostDay, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT j.repo, `+d.drv.DayOf("c.started_at")+` AS day,
 			c.executor, c.lane, COUNT(*), COUNT(c.usd), SUM(c.usd),
 			COALESCE(SUM(c.finished_at - c.started_at), 0) / 1000.0,
@@ -25,9 +23,9 @@ func (d *DB) CostsByRepo(ctx context.Context, since time.Time) ([]validation.Rep
 		return nil, fmt.Errorf("costs by repository: %w", err)
 	}
 	defer rows.Close()
-	out := []validation.RepoCostDay{}
+	out := []RepoCostDay{}
 	for rows.Next() {
-		var c validation.RepoCostDay
+		var c RepoCostDay
 		var usd sql.NullFloat64
 		if err := rows.Scan(&c.Repo, &c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds,
 			&c.InputTokens, &c.OutputTokens); err != nil {

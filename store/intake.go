@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -161,7 +162,7 @@ func (d *DB) commitRows(ctx context.Context, batch []*intakeReq) []intakeRes {
 	var bad *itemError
 	switch {
 	case errors.As(err, &bad) && len(batch) > 1:
-		d.log.Warn("group commit failed on one delivery; committing one by one", "err", bad.err, "delivery_id", batch[bad.i].d.ID)
+		d.log.Warn("group commit failed on one delivery; committing one by one", logkey.Err, bad.err, logkey.DeliveryID, batch[bad.i].d.ID)
 		for i := range batch {
 			if err := d.runBatch(ctx, batch[i:i+1], res[i:i+1]); err != nil {
 				res[i] = intakeRes{err: err}
@@ -266,7 +267,7 @@ func (d *DB) answer(batch []*intakeReq, results []intakeRes) {
 	var err error
 	if slices.ContainsFunc(results, func(r intakeRes) bool { return r.err == nil }) {
 		if err = d.drv.Durable(); err != nil {
-			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", "err", err)
+			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", logkey.Err, err)
 		}
 	}
 	for i, r := range batch {
@@ -383,7 +384,7 @@ func (d *DB) duplicate(ctx context.Context, st boundStmts, id string, body encod
 		if _, err := decodeBody(old, crcOf(crc)); !errors.Is(err, ErrBodyCorrupt) {
 			return res, nil // intact
 		}
-		d.log.Warn("recorded delivery lost its body; the redelivered body replaces it", "delivery_id", id)
+		d.log.Warn("recorded delivery lost its body; the redelivered body replaces it", logkey.DeliveryID, id)
 	}
 	if _, err := st.healBody.ExecContext(ctx, body.b, int64(body.crc), id); err != nil {
 		return res, fmt.Errorf("replace lost body: %w", err)

@@ -11,6 +11,8 @@ import (
 	"sort"
 	"strconv"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // migrationName is NNNN_name.sql.
@@ -90,7 +92,7 @@ func Migrate(ctx context.Context, w Migrator, table string, fsys fs.FS, now func
 			return err
 		}
 		if applied {
-			log.Info("migration applied", "version", m.version, "name", m.name)
+			log.Info("migration applied", logkey.Version, m.version, "name", m.name)
 		}
 	}
 	return nil

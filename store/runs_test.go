@@ -106,7 +106,7 @@ func TestFinishRecordsEverything(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []store.DayCost{
+	want := []store.CostDay{
 		{Day: "2026-03-01", Executor: "managed-e2b", Lane: store.LanePrimary, Spans: 1, Priced: 1, USD: storetest.Ptr(0.25), Seconds: 3},
 		{Day: "2026-03-01", Executor: "model:gpt-4.1-mini", Lane: store.LaneSemantic, Spans: 1, Priced: 1, USD: storetest.Ptr(0.5), Seconds: 2,
 			InputTokens: 1234, OutputTokens: 567},

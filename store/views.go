@@ -7,21 +7,19 @@ import (
 	"errors"
 	"fmt"
 	"time"
-
-	"github.com/gilf-review/gilf/validation"
 )
 
-// The dashboard's reads of runs (validation/views.go has the types).
+// The dashboard's reads of runs (readmodels.go has the types).
 
-// sqlRunColumns are the columns of a validation.RunSummary, in scanSummary's
+// sqlRunColumns are the columns of a RunSummary, in scanSummary's
 // order; the query joins runs r to jobs j.
 const sqlRunColumns = `r.id, r.job_id, j.repo, j.pr, j.head_sha, r.outcome, r.reason, r.refusal, r.executor, r.tier,
 	r.started_at, r.finished_at,
 	(SELECT COUNT(*) FROM findings f WHERE f.run_id = r.id),
 	(SELECT SUM(c.usd) FROM cost_spans c WHERE c.run_id = r.id)`
 
-func scanSummary(sc interface{ Scan(...any) error }) (validation.RunSummary, error) {
-	var s validation.RunSummary
+func scanSummary(sc interface{ Scan(...any) error }) (RunSummary, error) {
+	var s RunSummary
 	var started, finished int64
 	var usd sql.NullFloat64
 	if err := sc.Scan(&s.ID, &s.JobID, &s.Repo, &s.PR, &s.HeadSHA, &s.Outcome, &s.Reason, &s.Refusal, &s.Executor,
@@ -37,7 +35,7 @@ func scanSummary(sc interface{ Scan(...any) error }) (validation.RunSummary, err
 }
 
 // RunList reads one page of runs, newest first, filtered by q.
-func (d *DB) RunList(ctx context.Context, q validation.RunQuery) (validation.RunPage, error) {
+func (d *DB) RunList(ctx context.Context, q RunQuery) (RunPage, error) {
 	limit := q.PageLimit()
 	var to int64
 	if !q.To.IsZero() {
@@ -50,19 +48,19 @@ func (d *DB) RunList(ctx context.Context, q validation.RunQuery) (validation.Run
 		ORDER BY r.id DESC LIMIT ?7`,
 		q.Repo, string(q.Outcome), q.Executor, ms(q.From), to, q.Before, limit+1, q.Job)
 	if err != nil {
-		return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+		return RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
 	defer rows.Close()
-	page := validation.RunPage{Runs: []validation.RunSummary{}}
+	page := RunPage{Runs: []RunSummary{}}
 	for rows.Next() {
 		s, err := scanSummary(rows)
 		if err != nil {
-			return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+			return RunPage{}, fmt.Errorf("list runs: %w", err)
 		}
 		page.Runs = append(page.Runs, s)
 	}
 	if err := rows.Err(); err != nil {
-		return validation.RunPage{}, fmt.Errorf("list runs: %w", err)
+		return RunPage{}, fmt.Errorf("list runs: %w", err)
 	}
 	if len(page.Runs) > limit {
 		page.Runs = page.Runs[:limit]
@@ -73,8 +71,8 @@ func (d *DB) RunList(ctx context.Context, q validation.RunQuery) (validation.Run
 
 // RunView reads one run with its record, artifacts and shadow
 // comparison; ErrNotFound when there is none.
-func (d *DB) RunView(ctx context.Context, id int64) (validation.RunView, error) {
-	var v validation.RunView
+func (d *DB) RunView(ctx context.Context, id int64) (RunView, error) {
+	var v RunView
 	var record string
 	row := d.r.QueryRowContext(ctx, `SELECT `+sqlRunColumns+`, r.record FROM runs r JOIN jobs j ON j.id = r.job_id
 		WHERE r.id = ?`, id)
@@ -110,16 +108,16 @@ type scanAlso struct {
 
 func (s scanAlso) Scan(dest ...any) error { return s.row.Scan(append(dest, s.more)...) }
 
-func (d *DB) runArtifacts(ctx context.Context, id int64) ([]validation.ArtifactView, error) {
+func (d *DB) runArtifacts(ctx context.Context, id int64) ([]ArtifactView, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT key, kind, bytes, sha256, status, url, error FROM artifacts
 		WHERE run_id = ? ORDER BY id`, id)
 	if err != nil {
 		return nil, fmt.Errorf("artifacts: %w", err)
 	}
 	defer rows.Close()
-	out := []validation.ArtifactView{}
+	out := []ArtifactView{}
 	for rows.Next() {
-		var a validation.ArtifactView
+		var a ArtifactView
 		if err := rows.Scan(&a.Key, &a.Kind, &a.Bytes, &a.SHA256, &a.Status, &a.URL, &a.Err); err != nil {
 			return nil, fmt.Errorf("artifacts: %w", err)
 		}
@@ -132,8 +130,8 @@ func (d *DB) runArtifacts(ctx context.Context, id int64) ([]validation.ArtifactV
 }
 
 // runShadow reads a run's shadow comparison; false when no shadow lane ran.
-func (d *DB) runShadow(ctx context.Context, id int64) (validation.ShadowView, bool, error) {
-	var s validation.ShadowView
+func (d *DB) runShadow(ctx context.Context, id int64) (ShadowView, bool, error) {
+	var s ShadowView
 	var wall int64
 	var usd sql.NullFloat64
 	var detail string
@@ -152,14 +150,14 @@ func (d *DB) runShadow(ctx context.Context, id int64) (validation.ShadowView, bo
 		s.USD = &v
 	}
 	var dj struct {
-		Steps []validation.ShadowStep `json:"steps"`
+		Steps []ShadowStep `json:"steps"`
 	}
 	if err := json.Unmarshal([]byte(detail), &dj); err != nil {
 		return s, false, fmt.Errorf("shadow telemetry: decode detail: %w", err)
 	}
 	s.Steps = dj.Steps
 	if s.Steps == nil {
-		s.Steps = []validation.ShadowStep{}
+		s.Steps = []ShadowStep{}
 	}
 	return s, true, nil
 }

@@ -6,19 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/gilf-review/gilf/validation"
 )
 
 // JobList reads jobs in the given states, most recently updated first;
 // with no state, the queue and what fell out of it (queued, running,
 // dead).
-func (d *DB) JobList(ctx context.Context, q validation.JobQuery) ([]validation.JobView, error) {
+func (d *DB) JobList(ctx context.Context, q JobQuery) ([]JobView, error) {
 	states := q.States
 	if len(states) == 0 {
 		states = []string{string(StateQueued), string(StateRunning), string(StateDead)}
 	}
-	limit := validation.RunQuery{Limit: q.Limit}.PageLimit()
+	limit := RunQuery{Limit: q.Limit}.PageLimit()
 	args := make([]any, 0, len(states)+1)
 	for _, s := range states {
 		args = append(args, s)
@@ -31,7 +29,7 @@ func (d *DB) JobList(ctx context.Context, q validation.JobQuery) ([]validation.J
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	defer rows.Close()
-	out := []validation.JobView{}
+	out := []JobView{}
 	for rows.Next() {
 		j, err := scanJobView(rows)
 		if err != nil {

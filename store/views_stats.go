@@ -5,36 +5,20 @@ import (
 	"database/sql"
 	"fmt"
 	"time"
-
-	"github.com/gilf-review/gilf/validation"
 )
-
-// CostDays is CostsByDay as the dashboard reads it.
-func (d *DB) CostDays(ctx context.Context, since time.Time) ([]validation.CostDay, error) {
-	days, err := d.CostsByDay(ctx, since)
-	if err != nil {
-		return nil, err
-	}
-	out := make([]validation.CostDay, 0, len(days))
-	for _, c := range days {
-		out = append(out, validation.CostDay{Day: c.Day, Executor: c.Executor, Lane: string(c.Lane), Spans: c.Spans,
-			Priced: c.Priced, USD: c.USD, Seconds: c.Seconds, InputTokens: c.InputTokens, OutputTokens: c.OutputTokens})
-	}
-	return out, nil
-}
 
 // RefusalCounts counts the refused runs finished at or after since by
 // refusal code, most frequent first.
-func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]validation.RefusalCount, error) {
+func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]RefusalCount, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT refusal, COUNT(*), MAX(finished_at) FROM runs
 		WHERE refusal <> '' AND finished_at >= ? GROUP BY refusal ORDER BY COUNT(*) DESC, refusal`, ms(since))
 	if err != nil {
 		return nil, fmt.Errorf("refusals: %w", err)
 	}
 	defer rows.Close()
-	out := []validation.RefusalCount{}
+	out := []RefusalCount{}
 	for rows.Next() {
-		var c validation.RefusalCount
+		var c RefusalCount
 		var last int64
 		if err := rows.Scan(&c.Code, &c.Runs, &last); err != nil {
 			return nil, fmt.Errorf("refusals: %w", err)
@@ -50,7 +34,7 @@ func (d *DB) RefusalCounts(ctx context.Context, since time.Time) ([]validation.R
 
 // ShadowPairs sums the shadow comparisons of runs finished at or after
 // since by primary and shadow executor.
-func (d *DB) ShadowPairs(ctx context.Context, since time.Time) ([]validation.ShadowPair, error) {
+func (d *DB) ShadowPairs(ctx context.Context, since time.Time) ([]ShadowPair, error) {
 	rows, err := d.r.QueryContext(ctx, `SELECT r.executor, s.executor, COUNT(*),
 			SUM(CASE WHEN s.outcome <> '' AND s.outcome = r.outcome THEN 1 ELSE 0 END),
 			SUM(CASE WHEN s.outcome = '' OR s.error <> '' THEN 1 ELSE 0 END),
@@ -61,9 +45,9 @@ func (d *DB) ShadowPairs(ctx context.Context, since time.Time) ([]validation.Sha
 		return nil, fmt.Errorf("shadow agreement: %w", err)
 	}
 	defer rows.Close()
-	out := []validation.ShadowPair{}
+	out := []ShadowPair{}
 	for rows.Next() {
-		var p validation.ShadowPair
+		var p ShadowPair
 		var agreed, errs, steps, total sql.NullFloat64
 		if err := rows.Scan(&p.Primary, &p.Shadow, &p.Runs, &agreed, &errs, &steps, &total); err != nil {
 			return nil, fmt.Errorf("shadow agreement: %w", err)

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -74,8 +75,8 @@ func (c *Cache) build(ctx context.Context, t tool, r release) (m marker, err err
 		return marker{}, fmt.Errorf("%s: move into place: %w", name, err)
 	}
 	c.log.LogAttrs(ctx, slog.LevelInfo, "package manager downloaded",
-		slog.String(logManager, string(t.manager)), slog.String(logVersion, r.Version),
-		slog.Int64(logBytes, n), slog.Int64(logDurationMs, time.Since(start).Milliseconds()))
+		slog.String(logkey.Manager, string(t.manager)), slog.String(logkey.Version, r.Version),
+		slog.Int64("bytes", n), slog.Int64(logkey.DurationMS, time.Since(start).Milliseconds()))
 	return m, nil
 }
 

@@ -52,14 +52,6 @@ const (
 	clientTimeout         = 15 * time.Minute
 )
 
-// Log attribute keys.
-const (
-	logManager    = "manager"
-	logVersion    = "version"
-	logBytes      = "bytes"
-	logDurationMs = "duration_ms"
-)
-
 // Options configure a Cache. Zero limits take their Default….
 type Options struct {
 	// Dir is the cache root (the worker passes GILF_DATA_DIR/toolchains),

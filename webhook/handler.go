@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/internal/failguard"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -259,7 +260,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 	switch {
 	case res.Duplicate:
 		rep.code, rep.Body = http.StatusOK, replyBody{Status: "duplicate", Delivery: id, Job: res.JobID, JobState: res.JobState}
-		h.log.Info("webhook redelivery", "delivery_id", id, "event", event, "job_id", res.JobID)
+		h.log.Info("webhook redelivery", logkey.DeliveryID, id, logkey.Event, event, logkey.JobID, res.JobID)
 	case decodeErr != nil:
 		// Recorded, so nothing is lost, but GitHub should show the failure.
 		return reply{}, fmt.Errorf("delivery recorded as invalid: %w", decodeErr)
@@ -273,17 +274,17 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer)
 			rep.Body.Reason = fmt.Sprintf("the head's job %d is already %s, so nothing was queued (GitHub's Re-run button on its check run runs it again)",
 				res.JobID, res.JobState)
 		}
-		h.log.Info("webhook job", "delivery_id", id, "event", event, "action", del.Action,
-			"installation_id", del.InstallationID, "repo", dec.job.Repo, "pr", dec.job.PR, "head_sha", dec.job.HeadSHA,
-			"job_id", res.JobID, "job_created", res.JobCreated, "job_state", res.JobState, "superseded", res.Superseded,
-			"rerun", res.Rerun)
+		h.log.Info("webhook job", logkey.DeliveryID, id, logkey.Event, event, logkey.Action, del.Action,
+			logkey.InstallationID, del.InstallationID, logkey.Repo, dec.job.Repo, logkey.PR, dec.job.PR, logkey.HeadSHA, dec.job.HeadSHA,
+			logkey.JobID, res.JobID, "job_created", res.JobCreated, logkey.JobState, res.JobState, "superseded", res.Superseded,
+			logkey.Rerun, res.Rerun)
 	case dec.rerun != nil:
-		h.log.Info("webhook re-run", "delivery_id", id, "event", event, "action", del.Action,
-			"installation_id", del.InstallationID, "repo", dec.rerun.Repo, "head_sha", dec.rerun.HeadSHA,
-			"job_id", res.JobID, "job_state", res.JobState, "rerun", res.Rerun)
+		h.log.Info("webhook re-run", logkey.DeliveryID, id, logkey.Event, event, logkey.Action, del.Action,
+			logkey.InstallationID, del.InstallationID, logkey.Repo, dec.rerun.Repo, logkey.HeadSHA, dec.rerun.HeadSHA,
+			logkey.JobID, res.JobID, logkey.JobState, res.JobState, logkey.Rerun, res.Rerun)
 	default:
-		h.log.Debug("webhook recorded", "delivery_id", id, "event", event, "action", safeHeader(del.Action),
-			"status", dec.status, "reason", dec.reason, "cancelled", res.Cancelled)
+		h.log.Debug("webhook recorded", logkey.DeliveryID, id, logkey.Event, event, logkey.Action, safeHeader(del.Action),
+			logkey.Status, dec.status, logkey.Reason, dec.reason, "cancelled", res.Cancelled)
 	}
 	return rep, nil
 }

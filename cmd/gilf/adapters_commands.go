@@ -90,7 +90,7 @@ func (s storeCommands) LastRecord(ctx context.Context, j review.Job) (validation
 	if err != nil || !found {
 		return validation.Record{}, false, err
 	}
-	page, err := s.db.RunList(ctx, validation.RunQuery{Job: id, Limit: 1})
+	page, err := s.db.RunList(ctx, store.RunQuery{Job: id, Limit: 1})
 	if err != nil || len(page.Runs) == 0 {
 		return validation.Record{}, false, err
 	}

@@ -9,6 +9,7 @@ import (
 
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
+	"github.com/gilf-review/gilf/store"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -87,7 +88,7 @@ func TestRefusedRunHasTimes(t *testing.T) {
 	if err := q.Complete(t.Context(), cl, res); err != nil {
 		t.Fatal(err)
 	}
-	page, err := db.RunList(t.Context(), validation.RunQuery{From: claimed.Truncate(24 * time.Hour), Outcome: validation.OutcomeRefused})
+	page, err := db.RunList(t.Context(), store.RunQuery{From: claimed.Truncate(24 * time.Hour), Outcome: validation.OutcomeRefused})
 	if err != nil || len(page.Runs) != 1 {
 		t.Fatalf("refused runs from the day: %v %+v", err, page.Runs)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/gilf-review/gilf/costs"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/store"
@@ -92,10 +93,10 @@ func (q *storeQueue) finishShadow(jobID, runID int64, sh *review.ShadowReport) {
 		sctx, scancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer scancel()
 		if err := q.db.FinishShadow(sctx, jobID, runID, *run.Shadow, run.Spans); err != nil {
-			q.log.Error("shadow lane not recorded", "job_id", jobID, "run_id", runID, "err", err)
+			q.log.Error("shadow lane not recorded", logkey.JobID, jobID, logkey.RunID, runID, logkey.Err, err)
 			return
 		}
-		q.log.Info("shadow lane recorded", "job_id", jobID, "run_id", runID, "executor", final.Executor, "status", final.Status)
+		q.log.Info("shadow lane recorded", logkey.JobID, jobID, logkey.RunID, runID, logkey.Executor, final.Executor, logkey.Status, final.Status)
 	})
 }
 
@@ -118,7 +119,7 @@ func (q *storeQueue) Claim(ctx context.Context, owner string, lease time.Duratio
 		// review command asks for the whole pull request's review.
 		st, err := q.db.JobState(ctx, j.ID)
 		if err != nil {
-			q.log.Warn("reason of a re-run not read; reviewing incrementally", "job_id", j.ID, "err", err)
+			review.JobLogger(q.log, rj).Warn("reason of a re-run not read; reviewing incrementally", logkey.Err, err)
 		}
 		rj.FullReview = err == nil && fullReviewAsked(st.Reason)
 	}
@@ -206,7 +207,7 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	}
 	defer q.release(c)
 	if len(res.HookErrors) > 0 {
-		q.log.Warn("post-run hooks failed; original findings kept", "job_id", c.Job.ID, "errors", res.HookErrors)
+		review.JobLogger(q.log, c.Job).Warn("post-run hooks failed; original findings kept", "errors", res.HookErrors)
 	}
 	run := runRecord(res)
 	stampRun(&run.Record, q.claimedAt(c), q.now())
@@ -227,8 +228,8 @@ func (q *storeQueue) Complete(ctx context.Context, c review.Claim, res review.Re
 	q.metrics.runs.WithLabelValues(string(res.Record.Outcome)).Inc()
 	q.metrics.jobs.observe(res, q.now().Sub(q.claimedAt(c)))
 	q.metrics.more.observeRun(res, run)
-	q.log.Info("job done", "job_id", c.Job.ID, "run_id", runID, "outcome", res.Record.Outcome,
-		"executor", res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
+	review.JobLogger(q.log, c.Job).Info("job done", logkey.RunID, runID, logkey.Outcome, res.Record.Outcome,
+		logkey.Executor, res.Record.Executor, "posted", res.Posted, "stale", res.Stale)
 	return nil
 }
 
@@ -252,16 +253,16 @@ func (q *storeQueue) Retry(ctx context.Context, c review.Claim, cause error) err
 	}
 	q.metrics.finished.WithLabelValues(string(r.State)).Inc()
 	if r.State == store.StateQueued {
-		q.log.Info("job released", "job_id", c.Job.ID, "state", r.State, "next_attempt_at", r.NextAttemptAt, "attempt", c.Job.Attempt)
+		review.JobLogger(q.log, c.Job).Info("job released", logkey.JobState, r.State, "next_attempt_at", r.NextAttemptAt, logkey.Attempt, c.Job.Attempt)
 		return nil
 	}
 	// Dead or failed: the job will not run again unless asked (Re-run).
-	q.log.Error("job ended without a result", "job_id", c.Job.ID, "state", r.State, "attempt", c.Job.Attempt, "last_error", github.RetryCause(cause))
+	review.JobLogger(q.log, c.Job).Error("job ended without a result", logkey.JobState, r.State, logkey.Attempt, c.Job.Attempt, "last_error", github.RetryCause(cause))
 	if q.finish != nil && c.Job.InstallationID != 0 {
 		fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), review.ProgressTimeout)
 		defer cancel()
 		if err := q.finish.FinishCheck(fctx, c.Job, review.GaveUp(c.Job, c.Job.Attempt, q.detailsURL(c.Job.ID))); err != nil {
-			q.log.Warn("check run of a job that gave up not completed", "job_id", c.Job.ID, "err", err)
+			review.JobLogger(q.log, c.Job).Warn("check run of a job that gave up not completed", logkey.Err, err)
 		}
 	}
 	return nil
@@ -288,7 +289,7 @@ func (q *storeQueue) Abandoned(ctx context.Context, c review.Claim) {
 	}
 	st, err := q.db.JobState(ctx, c.Job.ID)
 	if err != nil {
-		q.log.Warn("abandoned job's state not read", "job_id", c.Job.ID, "err", err)
+		review.JobLogger(q.log, c.Job).Warn("abandoned job's state not read", logkey.Err, err)
 		return
 	}
 	var title string
@@ -310,7 +311,7 @@ func (q *storeQueue) Abandoned(ctx context.Context, c review.Claim) {
 		HeadSHA: c.Job.HeadSHA, Conclusion: review.ConclusionNeutral, NoReview: true, Title: title, Summary: summary,
 		DetailsURL: q.detailsURL(c.Job.ID),
 	}); err != nil {
-		q.log.Warn("check run of an abandoned job not completed", "job_id", c.Job.ID, "err", err)
+		review.JobLogger(q.log, c.Job).Warn("check run of an abandoned job not completed", logkey.Err, err)
 	}
 }
 

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 )
@@ -52,8 +51,7 @@ func TestDashboardRoutes(t *testing.T) {
 	db := newTestStore(t, nil)
 	m := newServeMetrics(db)
 	log := slog.New(slog.DiscardHandler)
-	off := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(db, t.TempDir(), 0, log), m, log, nil))
-	defer off.Close()
+	off := routesServer(t, db, m, http.NotFoundHandler(), nil, 0)
 	paths := []string{"/dashboard", "/dashboard/", "/dashboard/login", "/dashboard/costs", "/api/v1/runs", "/api/v1/jobs"}
 	for _, p := range paths {
 		if code, _ := httpGet(t, off.URL, p); code != http.StatusNotFound {
@@ -66,8 +64,7 @@ func TestDashboardRoutes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	on := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(db, t.TempDir(), 0, log), m, log, dash))
-	defer on.Close()
+	on := routesServer(t, db, m, http.NotFoundHandler(), dash, 0)
 	for _, p := range paths[:2] {
 		if code, _ := httpGet(t, on.URL, p); code != http.StatusUnauthorized {
 			t.Errorf("GET %s without credentials: %d, want 401", p, code)

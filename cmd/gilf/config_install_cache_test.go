@@ -1,7 +1,6 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -74,20 +73,8 @@ func TestLoadInstallCache(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			c, errs := loadInstallCache(envMap(tc.env), nil)
-			err := errors.Join(errs...)
-			if len(tc.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("no error; got %+v", c)
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
+			if loadFailed(t, errs, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tc.check(t, c)
 		})

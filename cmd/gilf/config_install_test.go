@@ -52,20 +52,8 @@ func TestLoadInstall(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, errs := loadInstall(envMap(tc.env), nil)
-			err := errors.Join(errs...)
-			if len(tc.wantErr) > 0 {
-				if err == nil {
-					t.Fatalf("no error; got %+v", got)
-				}
-				for _, w := range tc.wantErr {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q lacks %q", err, w)
-					}
-				}
+			if loadFailed(t, errs, tc.wantErr) {
 				return
-			}
-			if err != nil {
-				t.Fatal(err)
 			}
 			tc.want.Cache = defaultInstallCache() // TestLoadInstallCache's
 			if diff := cmp.Diff(tc.want, got); diff != "" {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/toolchain"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -176,7 +177,7 @@ func buildToolchain(c SandboxConfig, reg WorkerRegistries, log *slog.Logger) (lo
 	if err != nil {
 		return nil, fmt.Errorf("toolchain cache: %w", err)
 	}
-	log.Info("package managers are prepared from the registry", "dir", c.ToolchainDir, "registry", url)
+	log.Info("package managers are prepared from the registry", logkey.Dir, c.ToolchainDir, "registry", url)
 	return tc, nil
 }
 

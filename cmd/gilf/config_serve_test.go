@@ -158,21 +158,7 @@ func TestServeConfigErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, errs := loadServe(serveEnvMap(tt.env), nil)
-			err := errors.Join(errs...)
-			if tt.want == nil {
-				if err != nil {
-					t.Fatalf("unexpected error: %v", err)
-				}
-				return
-			}
-			if err == nil {
-				t.Fatalf("no error, want one naming %q", tt.want)
-			}
-			for _, w := range tt.want {
-				if !strings.Contains(err.Error(), w) {
-					t.Errorf("error lacks %q:\n%v", w, err)
-				}
-			}
+			loadFailed(t, errs, tt.want)
 		})
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -20,6 +21,29 @@ import (
 
 func envMap(m map[string]string) func(string) string {
 	return func(k string) string { return m[k] }
+}
+
+// loadFailed checks a loader's errors against want, substrings all in the
+// one joined error: with want empty there must be none. It reports
+// whether the loader failed as wanted, the case then being done.
+func loadFailed(t *testing.T, errs []error, want []string) bool {
+	t.Helper()
+	err := errors.Join(errs...)
+	if len(want) == 0 {
+		if err != nil {
+			t.Fatalf("unexpected error: %v", err)
+		}
+		return false
+	}
+	if err == nil {
+		t.Fatalf("no error, want one naming %q", want)
+	}
+	for _, w := range want {
+		if !strings.Contains(err.Error(), w) {
+			t.Errorf("error lacks %q:\n%v", w, err)
+		}
+	}
+	return true
 }
 
 func TestLoadDefaults(t *testing.T) {

@@ -112,7 +112,7 @@ func repoCostRows(ctx context.Context, db *store.DB, from time.Time) ([]costs.Ro
 	}
 	out := make([]costs.Row, 0, len(days))
 	for _, r := range days {
-		out = append(out, costs.Row{Day: r.Day, Repository: r.Repo, Executor: r.Executor, Lane: r.Lane, Spans: r.Spans,
+		out = append(out, costs.Row{Day: r.Day, Repository: r.Repo, Executor: r.Executor, Lane: string(r.Lane), Spans: r.Spans,
 			Priced: r.Priced, USD: r.USD, Seconds: r.Seconds, InputTokens: r.InputTokens, OutputTokens: r.OutputTokens})
 	}
 	return out, nil

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/store"
-	"github.com/gilf-review/gilf/validation"
 )
 
 // TestServeSlowShadowHoldsNothing: a shadow lane that does not end (a
@@ -99,7 +98,7 @@ echo "shadow done"
 
 func onlyRun(t *testing.T, db *store.DB, job int64) int64 {
 	t.Helper()
-	page, err := db.RunList(t.Context(), validation.RunQuery{Job: job})
+	page, err := db.RunList(t.Context(), store.RunQuery{Job: job})
 	if err != nil || len(page.Runs) != 1 {
 		t.Fatalf("runs of job %d: %+v, %v; want one", job, page.Runs, err)
 	}

@@ -21,18 +21,8 @@ const stopMarker = "41.4711"
 // superseded by a newer head, or cancelled by the operator, is stopped
 // within seconds, and its check run completes neutral saying so.
 func TestServeStoppedJobStopsWithinSeconds(t *testing.T) {
-	payload := openedPayload(t)
-	slow := slowTarball(t, payload, "slow", "#!/bin/sh\necho slow test started\nsleep "+stopMarker+"\necho slow test finished\n")
-	key := newAppKey(t)
-	srv := fakeGitHub(t, key, payload, slow)
-	dataDir := t.TempDir()
-	p := startServe(t, serveEnv(t, srv, key, dataDir))
-	db := openTestStore(t, dataDir)
-
-	code, first := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
-	if code != 202 || first.Job == 0 {
-		t.Fatalf("opened answered %d %+v", code, first)
-	}
+	s := startSlowJob(t, "slow", "#!/bin/sh\necho slow test started\nsleep "+stopMarker+"\necho slow test finished\n")
+	payload, srv, dataDir, p, db := s.payload, s.srv, s.dataDir, s.p, s.db
 	old := waitSleep(t, p, nil)
 
 	// A push: a newer head supersedes the running job.
@@ -45,13 +35,13 @@ func TestServeStoppedJobStopsWithinSeconds(t *testing.T) {
 		pr["updated_at"] = "2019-05-15T15:25:00Z"
 	})
 	code, second := deliver(t, p.url, newGUID(t), "pull_request", sync, signature(serveSecret, sync))
-	if code != 202 || second.Job == 0 || second.Job == first.Job {
+	if code != 202 || second.Job == 0 || second.Job == s.job {
 		t.Fatalf("synchronize answered %d %+v", code, second)
 	}
 	pushed := time.Now()
 	waitGone(t, p, old, "superseded")
 	t.Logf("the superseded job's step was gone %v after the push", time.Since(pushed).Round(time.Millisecond))
-	if st, err := db.JobState(t.Context(), first.Job); err != nil || st.State != store.StateSuperseded {
+	if st, err := db.JobState(t.Context(), s.job); err != nil || st.State != store.StateSuperseded {
 		t.Fatalf("first job: %+v, %v; want superseded", st, err)
 	}
 	waitCheck(t, p, srv.CheckRuns, payload.headSHA, "superseded")

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"syscall"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 	"github.com/gilf-review/gilf/webhook"
 )
@@ -127,7 +128,7 @@ func (r *readiness) logChange(nr *notReady) {
 		return
 	}
 	if nr != nil {
-		r.log.Warn("not ready", "reason", nr.reason, "err", nr.cause)
+		r.log.Warn("not ready", logkey.Reason, nr.reason, logkey.Err, nr.cause)
 		return
 	}
 	r.log.Info("ready again")

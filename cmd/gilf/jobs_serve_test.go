@@ -21,32 +21,17 @@ const jobsMarker = "7.4243"
 // that stops the running step at the worker's next heartbeat, and a retry
 // that runs the job again as a re-run.
 func TestServeJobsCancelRetryBackup(t *testing.T) {
-	payload := openedPayload(t)
-	slow := slowTarball(t, payload, "slow", "#!/bin/sh\necho slow test started\nsleep "+jobsMarker+"\necho slow test finished\n")
-	key := newAppKey(t)
-	srv := fakeGitHub(t, key, payload, slow)
-	dataDir := t.TempDir()
-	p := startServe(t, serveEnv(t, srv, key, dataDir, "GILF_JOB_LEASE_MS=3000"))
-	db := openTestStore(t, dataDir)
-	guid := newGUID(t)
-	code, rep := deliver(t, p.url, guid, "pull_request", payload.body, signature(serveSecret, payload.body))
-	if code != 202 || rep.Job == 0 {
-		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)
-	}
-	waitJob(t, db, p, rep.Job, "running", func(s store.JobStatus) bool { return s.State == store.StateRunning })
-	for deadline := time.Now().Add(serveJobBound); !hasCmdline(descendants(p.cmd.Process.Pid), "sleep "+jobsMarker); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the slow step never started:\n%s", p.stderr.String())
-		}
-		time.Sleep(servePoll)
-	}
+	s := startSlowJob(t, "slow", "#!/bin/sh\necho slow test started\nsleep "+jobsMarker+"\necho slow test finished\n", "GILF_JOB_LEASE_MS=3000")
+	payload, dataDir, p, db, guid, job := s.payload, s.dataDir, s.p, s.db, s.guid, s.job
+	waitJob(t, db, p, job, "running", func(s store.JobStatus) bool { return s.State == store.StateRunning })
+	waitStepStarted(t, p, "sleep "+jobsMarker)
 	gilf := func(args ...string) (int, string) {
 		t.Helper()
 		var out bytes.Buffer
 		code := run(t.Context(), dataDirEnv(&out, dataDir, nil), args)
 		return code, out.String()
 	}
-	id := strconv.FormatInt(rep.Job, 10)
+	id := strconv.FormatInt(job, 10)
 
 	dest := filepath.Join(t.TempDir(), "backup")
 	if code, out := gilf("backup", dest); code != exitOK {
@@ -74,14 +59,14 @@ func TestServeJobsCancelRetryBackup(t *testing.T) {
 		time.Sleep(servePoll)
 	}
 	t.Logf("the cancelled job's step was gone %v after the cancel", time.Since(cancelled).Round(time.Millisecond))
-	if st := waitJob(t, db, p, rep.Job, "cancelled", func(s store.JobStatus) bool { return true }); st.State != store.StateCancelled {
+	if st := waitJob(t, db, p, job, "cancelled", func(s store.JobStatus) bool { return true }); st.State != store.StateCancelled {
 		t.Errorf("after the cancel the job is %+v; want cancelled", st)
 	}
 
 	if code, out := gilf("jobs", "retry", id); code != exitOK || !strings.Contains(out, "re-run 1") {
 		t.Fatalf("gilf jobs retry exited %d: %s", code, out)
 	}
-	st := waitJob(t, db, p, rep.Job, "finished", func(s store.JobStatus) bool {
+	st := waitJob(t, db, p, job, "finished", func(s store.JobStatus) bool {
 		return s.State != store.StateQueued && s.State != store.StateRunning
 	})
 	if st.State != store.StateDone || st.Reruns != 1 || st.Attempts != 1 {

@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"log/slog"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -41,16 +40,11 @@ func TestJobMetricsScrape(t *testing.T) {
 	db := newTestStore(t, c)
 	m := newServeMetrics(db)
 	log := slog.New(slog.DiscardHandler)
-	in := wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}
+	in := newWakingInbox(db, m)
 	q := newStoreQueue(db, log, m)
 	clockNow := c.now
 	q.now = func() time.Time { return clockNow }
-	hook, err := webhook.New(in, log, webhook.Config{Secret: []byte(serveSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(routes(hook, newReadiness(db, t.TempDir(), 0, log), m, log, nil))
-	defer srv.Close()
+	srv := routesServer(t, db, m, testHook(t, in, webhook.Config{}), nil, 0)
 
 	_, before := httpGet(t, srv.URL, "/metrics")
 	if strings.Contains(before, "gilf_github_rate_limit_remaining ") {
@@ -84,8 +78,7 @@ func TestJobMetricsScrape(t *testing.T) {
 	// A real client against the fake GitHub reports the remaining limit.
 	key := newAppKey(t)
 	gh := githubtest.New(t, githubtest.Options{AppID: serveAppID, PublicKey: &key.key.PublicKey, InstallationID: 11})
-	var gc *github.Client
-	gc, err = github.New(github.Config{AppID: serveAppID, PrivateKey: key.key, BaseURL: gh.URL,
+	gc, err := github.New(github.Config{AppID: serveAppID, PrivateKey: key.key, BaseURL: gh.URL,
 		RateLimitRemaining: m.jobs.rateRemaining.set})
 	if err != nil {
 		t.Fatal(err)

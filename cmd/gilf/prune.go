@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -49,7 +50,7 @@ func (p *pruner) Run(ctx context.Context, ticks <-chan time.Time) error {
 			return err
 		})
 		if err != nil && ctx.Err() == nil {
-			p.log.Warn("store prune failed", "err", err)
+			p.log.Warn("store prune failed", logkey.Err, err)
 		}
 		select {
 		case <-ctx.Done():

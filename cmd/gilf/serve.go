@@ -26,6 +26,7 @@ import (
 	"github.com/gilf-review/gilf/executors/local"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/executors/selfhost"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/store"
@@ -77,7 +78,7 @@ func runServe(ctx context.Context, env Env, args []string) int {
 	}
 	log := newLogger(env.Stderr, cfg.Log)
 	if err := serve(ctx, env, cfg, sc, app, log); err != nil {
-		log.Error("gilf serve stopped", "err", err)
+		log.Error("gilf serve stopped", logkey.Err, err)
 		return exitUsage
 	}
 	return exitOK
@@ -110,7 +111,8 @@ func readKeyFile(path string) ([]byte, error) {
 }
 
 // serve runs until ctx is done: then intake stops taking deliveries,
-// running jobs finish or release their leases, and the store closes last.
+// running jobs finish or release their leases, and the store closes last
+// (Main.Close).
 func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCredentials, log *slog.Logger) (err error) {
 	m, err := NewMain(ctx, env, cfg, sc, app, log)
 	if err != nil {
@@ -121,11 +123,10 @@ func serve(ctx context.Context, env Env, cfg Config, sc ServeConfig, app AppCred
 }
 
 // Main is one `gilf serve` process: what NewMain built from the
-// configuration, Run runs until its context is done, and Close releases
-// in the reverse order of opening. Stopping is Run's: when its context
-// ends, intake refuses deliveries, the workers finish or release their
-// leases, then the HTTP server stops; Close then closes the evidence store
-// and the store, last.
+// configuration, Run runs until its context is done, and Close drains and
+// releases in the reverse order of opening: intake refuses deliveries, the
+// workers finish or release their leases, the HTTP server stops, then the
+// evidence store and the store close, last.
 type Main struct {
 	cfg Config
 	sc  ServeConfig
@@ -152,6 +153,12 @@ type Main struct {
 	commands *review.CommandWorker // GILF_COMMANDS
 	sweeper  *sweeper              // GILF_REDELIVERY_SWEEP_MS
 	pruner   *pruner               // GILF_JOB_RETENTION
+
+	// Set by Run: the goroutines it started, how to stop them, and the
+	// workers' end (the HTTP server stops only after it).
+	group       *errgroup.Group
+	stop        context.CancelFunc
+	workersDone chan struct{}
 }
 
 // NewMain opens the store, the executors, the GitHub client and the
@@ -332,24 +339,23 @@ func (m *Main) listen(ctx context.Context, hook http.Handler, ev evidence.Store)
 	return nil
 }
 
-// Run serves and works until ctx is done, then drains: intake refuses
-// deliveries and /readyz answers 503 while the workers finish; /healthz
-// and /metrics keep answering until the workers stopped; then the HTTP
-// server shuts down. Run is called once.
+// Run serves and works until ctx is done or one of its goroutines failed;
+// Close then drains them and reports their error. Run is called once.
 func (m *Main) Run(ctx context.Context) error {
 	ln := m.listener
 	m.listener = nil // the server closes it from here on
+	ctx, m.stop = context.WithCancel(ctx)
 	g, gctx := errgroup.WithContext(ctx)
+	m.group = g
 	g.Go(func() error {
 		if err := m.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 			return fmt.Errorf("http server: %w", err)
 		}
 		return nil
 	})
-	workersDone := make(chan struct{})
-	g.Go(func() error { return m.drain(gctx, workersDone) })
+	m.workersDone = make(chan struct{})
 	g.Go(func() error {
-		defer close(workersDone)
+		defer close(m.workersDone)
 		err := m.worker.Run(gctx)
 		m.queue.Close() // shadow lanes still running are stopped and recorded
 		m.log.Info("workers stopped")
@@ -367,31 +373,41 @@ func (m *Main) Run(ctx context.Context) error {
 	if m.pruner != nil {
 		g.Go(func() error { return m.pruner.runEvery(gctx, PruneInterval) })
 	}
-	err := g.Wait()
-	m.log.Info("intake and workers stopped; closing the store", "err", err)
-	return err
-}
-
-// drain waits for ctx to end, closes intake, waits for the workers, then
-// shuts the HTTP server down within ShutdownTimeout.
-func (m *Main) drain(ctx context.Context, workersDone <-chan struct{}) error {
-	<-ctx.Done()
-	m.ready.drain()
-	m.log.Info("intake stopped")
-	<-workersDone
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), ShutdownTimeout)
-	defer cancel()
-	if err := m.server.Shutdown(sctx); err != nil {
-		return fmt.Errorf("stop http server: %w", errors.Join(err, m.server.Close()))
-	}
-	m.log.Info("http server stopped")
+	<-gctx.Done()
 	return nil
 }
 
-// Close releases what NewMain opened, in reverse order: the listener if
-// Run never took it, the evidence store, the store last.
+// drain stops what Run started: intake refuses deliveries and /readyz
+// answers 503 while the workers finish; /healthz and /metrics keep
+// answering until the workers stopped; then the HTTP server shuts down
+// within ShutdownTimeout. It returns the first error of Run's goroutines.
+func (m *Main) drain() error {
+	m.stop()
+	m.ready.drain()
+	m.log.Info("intake stopped")
+	<-m.workersDone
+	sctx, cancel := context.WithTimeout(context.Background(), ShutdownTimeout)
+	defer cancel()
+	var errs []error
+	if err := m.server.Shutdown(sctx); err != nil {
+		errs = append(errs, fmt.Errorf("stop http server: %w", errors.Join(err, m.server.Close())))
+	} else {
+		m.log.Info("http server stopped")
+	}
+	err := m.group.Wait()
+	m.log.Info("intake and workers stopped; closing the store", logkey.Err, err)
+	return errors.Join(append(errs, err)...)
+}
+
+// Close drains what Run started, then releases what NewMain opened, in
+// reverse order: the listener if Run never took it, the evidence store,
+// the store last.
 func (m *Main) Close() error {
 	var errs []error
+	if m.group != nil {
+		errs = append(errs, m.drain())
+		m.group = nil
+	}
 	if m.listener != nil {
 		errs = append(errs, m.listener.Close())
 		m.listener = nil
@@ -485,9 +501,9 @@ func buildLocal(cfg Config, reg WorkerRegistries, rules []egress.Rule, log *slog
 		return nil, errors.Join(append(errs, fmt.Errorf("local executor: %w", err))...)
 	}
 	if n, serr := e.Sweep(context.Background()); serr != nil {
-		log.Error("sweep local runs left by dead workers", "err", serr)
+		log.Error("sweep local runs left by dead workers", logkey.Err, serr)
 	} else if n > 0 {
-		log.Warn("removed local runs left by dead workers", "count", n)
+		log.Warn("removed local runs left by dead workers", logkey.Count, n)
 	}
 	return e, errors.Join(errs...)
 }
@@ -520,13 +536,13 @@ func buildRemotes(sc ServeConfig, environ []string, secrets []validation.Secret,
 		add(e2b.New(e2b.Options{
 			APIKey: sc.E2B.APIKey.Reveal(), Template: sc.E2B.Template, TimeoutMs: sc.E2B.Timeout.Milliseconds(),
 			APIURL: sc.E2B.APIURL, EnvdURL: sc.E2B.EnvdURL, CPU: sc.E2B.CPU, MemoryMB: sc.E2B.MemoryMB,
-			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With("executor", executors.NameManagedE2B),
+			AllowOut: sc.E2B.AllowOut, RegistryHosts: remoteHosts(rules), Secrets: secrets, Logger: log.With(logkey.Executor, executors.NameManagedE2B),
 		}))
 	}
 	if sc.CFSandbox.Configured() {
 		add(cfsandbox.New(cfsandbox.Options{
 			Enabled: true, URL: sc.CFSandbox.URL, Token: sc.CFSandbox.Token.Reveal(), Timeout: sc.CFSandbox.Timeout,
-			Secrets: secrets, Logger: log.With("executor", executors.NameManagedCFSandbox),
+			Secrets: secrets, Logger: log.With(logkey.Executor, executors.NameManagedCFSandbox),
 		}))
 	}
 	return set, errors.Join(errs...)

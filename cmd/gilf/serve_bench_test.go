@@ -3,9 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"testing"
 
@@ -25,14 +23,7 @@ func BenchmarkServeWebhookIntake(b *testing.B) {
 	}
 	db := newTestStore(b, nil)
 	m := newServeMetrics(db)
-	log := slog.New(slog.DiscardHandler)
-	wake := make(chan struct{}, 1)
-	hook, err := webhook.New(wakingInbox{db: db, wake: wake, metrics: m}, log, webhook.Config{Secret: []byte(serveSecret)})
-	if err != nil {
-		b.Fatal(err)
-	}
-	srv := httptest.NewServer(routes(hook, newReadiness(db, b.TempDir(), 0, log), m, log, nil))
-	defer srv.Close()
+	srv := routesServer(b, db, m, testHook(b, newWakingInbox(db, m), webhook.Config{}), nil, 0)
 	sig := signature(serveSecret, body)
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.SetBytes(int64(len(body)))

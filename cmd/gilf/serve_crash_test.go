@@ -255,23 +255,9 @@ func pidsWithCmdline(s string) []int {
 // process exits 0.
 func TestServeGracefulDrain(t *testing.T) {
 	const marker = "5.3131"
-	payload := openedPayload(t)
-	slow := slowTarball(t, payload, "drain", "#!/bin/sh\nsleep "+marker+"\necho drained\n")
-	key := newAppKey(t)
-	srv := fakeGitHub(t, key, payload, slow)
-	dataDir := t.TempDir()
-	p := startServe(t, serveEnv(t, srv, key, dataDir))
-	db := openTestStore(t, dataDir)
-	code, rep := deliver(t, p.url, newGUID(t), "pull_request", payload.body, signature(serveSecret, payload.body))
-	if code != 202 || rep.Job == 0 {
-		t.Fatalf("delivery answered %d %+v, want 202 with a job", code, rep)
-	}
-	for deadline := time.Now().Add(serveJobBound); !hasCmdline(descendants(p.cmd.Process.Pid), "sleep "+marker); {
-		if time.Now().After(deadline) {
-			t.Fatalf("the sleeping step never started:\n%s", p.stderr.String())
-		}
-		time.Sleep(servePoll)
-	}
+	s := startSlowJob(t, "drain", "#!/bin/sh\nsleep "+marker+"\necho drained\n")
+	payload, srv, p, db := s.payload, s.srv, s.p, s.db
+	waitStepStarted(t, p, "sleep "+marker)
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
@@ -291,7 +277,7 @@ func TestServeGracefulDrain(t *testing.T) {
 	if p.err != nil {
 		t.Fatalf("gilf serve exited with %v after SIGTERM during a job, want 0:\n%s", p.err, p.stderr.String())
 	}
-	st, err := db.JobState(t.Context(), rep.Job)
+	st, err := db.JobState(t.Context(), s.job)
 	if err != nil || st.State != store.StateDone || st.Attempts != 1 {
 		t.Errorf("job after a graceful stop: %+v, %v; want done after 1 attempt", st, err)
 	}

@@ -397,14 +397,8 @@ func waitMetrics(t *testing.T, url string, lines ...string) string {
 	deadline := time.Now().Add(serveJobBound)
 	for {
 		_, metrics := httpGet(t, url, "/metrics")
-		missing := ""
-		for _, l := range lines {
-			if !strings.Contains(metrics, l+"\n") {
-				missing = l
-				break
-			}
-		}
-		if missing == "" {
+		missing := missingMetrics(metrics, lines)
+		if len(missing) == 0 {
 			return metrics
 		}
 		if time.Now().After(deadline) {

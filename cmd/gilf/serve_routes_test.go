@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -20,13 +18,7 @@ import (
 func TestServeRoutes(t *testing.T) {
 	db := newTestStore(t, nil)
 	m := newServeMetrics(db)
-	log := slog.New(slog.DiscardHandler)
-	hook, err := webhook.New(wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}, log, webhook.Config{Secret: []byte(serveSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(routes(hook, newReadiness(db, t.TempDir(), 1, log), m, log, nil))
-	defer srv.Close()
+	srv := routesServer(t, db, m, testHook(t, newWakingInbox(db, m), webhook.Config{}), nil, 1)
 
 	body := []byte(`{"zen":"Keep it logically awesome.","hook_id":1}`)
 	if code, r := deliver(t, srv.URL, newGUID(t), "ping", body, signature(serveSecret, body)); code != http.StatusOK {
@@ -97,10 +89,7 @@ func (stuckStore) QueueStats(ctx context.Context) (store.QueueStats, error) {
 // leaves out the store gauge after storeScrapeTimeout, and /healthz does
 // not wait for the store at all.
 func TestServeRoutesStuckStore(t *testing.T) {
-	m := newServeMetrics(stuckStore{})
-	log := slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(routes(http.NotFoundHandler(), newReadiness(stuckStore{}, t.TempDir(), 0, log), m, log, nil))
-	defer srv.Close()
+	srv := routesServer(t, stuckStore{}, newServeMetrics(stuckStore{}), http.NotFoundHandler(), nil, 0)
 	tests := []struct {
 		path     string
 		min, max time.Duration

@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/review/github"
 	"github.com/gilf-review/gilf/store"
 )
@@ -104,7 +105,7 @@ func (s *sweeper) Run(ctx context.Context, ticks <-chan time.Time) error {
 			return err
 		})
 		if err != nil && ctx.Err() == nil {
-			s.log.Warn("redelivery sweep failed", "err", err)
+			s.log.Warn("redelivery sweep failed", logkey.Err, err)
 		}
 		select {
 		case <-ctx.Done():
@@ -153,7 +154,7 @@ func (s *sweeper) Sweep(ctx context.Context) (sweepCounts, error) {
 		case !errors.Is(err, store.ErrNotFound):
 			n.Errors++
 			keep(d)
-			s.log.Warn("redelivery sweep: store lookup failed", "delivery", d.GUID, "err", err)
+			s.log.Warn("redelivery sweep: store lookup failed", logkey.DeliveryID, d.GUID, logkey.Err, err)
 			continue
 		}
 		if n.Redelivered >= s.perRun {
@@ -164,13 +165,13 @@ func (s *sweeper) Sweep(ctx context.Context) (sweepCounts, error) {
 		if err := s.gh.Redeliver(ctx, d.ID); err != nil {
 			n.Errors++
 			keep(d)
-			s.log.Warn("redelivery sweep: redeliver failed", "delivery", d.GUID, "delivery_attempt", d.ID, "err", err)
+			s.log.Warn("redelivery sweep: redeliver failed", logkey.DeliveryID, d.GUID, "delivery_attempt", d.ID, logkey.Err, err)
 			continue
 		}
 		n.Redelivered++
 		s.remember(d.GUID, start)
-		s.log.Info("asked GitHub to redeliver", "delivery", d.GUID, "delivery_attempt", d.ID,
-			"event", d.Event, "action", d.Action, "status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
+		s.log.Info("asked GitHub to redeliver", logkey.DeliveryID, d.GUID, "delivery_attempt", d.ID,
+			logkey.Event, d.Event, logkey.Action, d.Action, "status_code", d.StatusCode, "delivered_at", d.DeliveredAt)
 	}
 	if err := ctx.Err(); err != nil {
 		return n, fmt.Errorf("redelivery sweep: %w", err)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/internal/workdir"
 	"github.com/gilf-review/gilf/review"
 	"github.com/gilf-review/gilf/validation"
@@ -131,7 +132,7 @@ func runValidate(ctx context.Context, env Env, args []string) int {
 	}
 	out, leak := review.GuardOutput(out, secrets)
 	if !leak.Passed {
-		log.Error("secret found in the "+what+" before printing; redacted", "refusal_code", leak.Code, "detail", leak.Detail)
+		log.Error("secret found in the "+what+" before printing; redacted", logkey.RefusalCode, leak.Code, logkey.Detail, leak.Detail)
 	}
 	if _, err := io.WriteString(env.Stdout, out); err != nil {
 		fmt.Fprintf(env.Stderr, "gilf validate: write %s: %v\n", what, err)
@@ -195,7 +196,7 @@ func validatePath(ctx context.Context, env Env, cfg Config, f validateFlags, log
 	}
 	exec, refusal := executors.Select(sel, set)
 	if refusal != nil {
-		log.Info("executor refused", "refusal_code", refusal.Code, "executor", choice.Name)
+		log.Info("executor refused", logkey.RefusalCode, refusal.Code, logkey.Executor, choice.Name)
 		rec := review.NewRecord(review.RecordInput{Plan: plan, Executor: choice.Name, Refusal: refusal, Notes: notes})
 		return rec, nil, nil
 	}
@@ -273,7 +274,7 @@ func validateStages(ctx context.Context, cfg Config, path string, rec *validatio
 	}
 	defer func() {
 		if err := closeStore(); err != nil {
-			log.Error("close evidence store", "err", err)
+			log.Error("close evidence store", logkey.Err, err)
 		}
 	}()
 	runID, err := validation.NewNonce()
@@ -382,9 +383,9 @@ const validateTempPrefix = "gilf-validate-"
 func sweepLeftovers(log *slog.Logger, dir, prefix string) {
 	removed, err := workdir.Sweep(dir, prefix, workdir.DefaultGrace, nil)
 	if len(removed) > 0 {
-		log.Warn("removed directories of gilf processes that died", "dir", dir, "count", len(removed))
+		log.Warn("removed directories of gilf processes that died", logkey.Dir, dir, logkey.Count, len(removed))
 	}
 	if err != nil {
-		log.Error("sweep leftovers", "dir", dir, "err", err)
+		log.Error("sweep leftovers", logkey.Dir, dir, logkey.Err, err)
 	}
 }

@@ -2,9 +2,7 @@ package main
 
 import (
 	"bytes"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"runtime"
 	"runtime/debug"
@@ -82,13 +80,7 @@ func TestVersionCommand(t *testing.T) {
 func TestBuildInfoMetric(t *testing.T) {
 	db := newTestStore(t, nil)
 	m := newServeMetrics(db)
-	log := slog.New(slog.DiscardHandler)
-	hook, err := webhook.New(wakingInbox{db: db, wake: make(chan struct{}, 1), metrics: m}, log, webhook.Config{Secret: []byte(serveSecret)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(routes(hook, newReadiness(db, t.TempDir(), 0, log), m, log, nil))
-	defer srv.Close()
+	srv := routesServer(t, db, m, testHook(t, newWakingInbox(db, m), webhook.Config{}), nil, 0)
 	code, body := httpGet(t, srv.URL, "/metrics")
 	if code != http.StatusOK {
 		t.Fatalf("/metrics: %d", code)

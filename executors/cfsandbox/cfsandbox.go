@@ -21,6 +21,7 @@ import (
 	"github.com/gilf-review/gilf/archive"
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/internal/remote"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -181,7 +182,7 @@ func New(opts Options) (*Executor, error) {
 	return &Executor{
 		opts:   opts,
 		bridge: &bridgeClient{base: base, token: opts.Token, http: client},
-		log:    log.With("executor", executors.NameManagedCFSandbox),
+		log:    log.With(logkey.Executor, executors.NameManagedCFSandbox),
 		secret: append(slices.Clone(opts.Secrets), validation.Secret{Name: EnvToken, Value: opts.Token}),
 	}, nil
 }

@@ -19,6 +19,7 @@ import (
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/internal/remote"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -240,7 +241,7 @@ func New(opts Options) (*Executor, error) {
 		opts:   opts,
 		api:    &apiClient{base: opts.APIURL, key: opts.APIKey, http: client},
 		http:   client,
-		log:    log.With("executor", executors.NameManagedE2B),
+		log:    log.With(logkey.Executor, executors.NameManagedE2B),
 		secret: secrets,
 	}, nil
 }

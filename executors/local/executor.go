@@ -19,6 +19,7 @@ import (
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -385,8 +386,8 @@ func (r *run) runStep(ctx context.Context, st validation.Step) (validation.StepR
 	sr, err := r.sb.runStep(ctx, stepRun{step: st, timeout: timeout, maxOutput: r.e.opts.MaxOutputBytes})
 	r.clock.mark("step:" + st.Name)
 	r.e.log.LogAttrs(ctx, slog.LevelInfo, "local step ended",
-		slog.String("executor", Name), slog.String("step", st.Name),
-		slog.String("status", string(sr.Status)), slog.Int64("duration_ms", sr.DurationMs))
+		slog.String(logkey.Executor, Name), slog.String(logkey.Step, st.Name),
+		slog.String(logkey.Status, string(sr.Status)), slog.Int64(logkey.DurationMS, sr.DurationMs))
 	if err != nil {
 		return sr, err
 	}

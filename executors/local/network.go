@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors/local/egress"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -193,7 +194,7 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	// requests the proxy would answer from it (see seedNpmCache).
 	n, size, err := seedNpmCache(s.opts.Egress.Cache, s.dirs.Workspace, s.dirs.Home, int(s.opts.SandboxUID), int(s.opts.SandboxGID), MaxSeedBytes)
 	if err != nil {
-		log.Info("npm cache not seeded", "error", err.Error())
+		log.Info("npm cache not seeded", logkey.Err, err.Error())
 	}
 	p.Seeded(n, size)
 	for _, r := range rules {

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -94,7 +95,7 @@ func (p *prober) get(ctx context.Context) (*probed, error) {
 	res, refusal, err := p.run(ctx)
 	if err != nil {
 		p.log.LogAttrs(ctx, slog.LevelWarn, "local isolation probe could not run",
-			slog.String("executor", Name), slog.String("error", err.Error()))
+			slog.String(logkey.Executor, Name), slog.String(logkey.Err, err.Error()))
 		// Not cached: the next Run probes again.
 		return nil, validation.Refuse(validation.CodeIsolationTierUnknown,
 			"the local isolation probe could not run")
@@ -104,7 +105,7 @@ func (p *prober) get(ctx context.Context) (*probed, error) {
 		return nil, refusal
 	}
 	p.log.LogAttrs(ctx, slog.LevelInfo, "local isolation probed",
-		slog.String("executor", Name), slog.String("tier", string(res.tier)),
+		slog.String(logkey.Executor, Name), slog.String("tier", string(res.tier)),
 		slog.String("cgroup", res.cg.version.String()))
 	p.result = res
 	return res, nil
@@ -126,7 +127,7 @@ func (p *prober) run(ctx context.Context) (*probed, *validation.Refusal, error) 
 	defer func() {
 		if dirs.Root != "" {
 			if rerr := os.RemoveAll(dirs.Root); rerr != nil {
-				p.log.LogAttrs(ctx, slog.LevelWarn, "remove probe dir", slog.String("error", rerr.Error()))
+				p.log.LogAttrs(ctx, slog.LevelWarn, "remove probe dir", slog.String(logkey.Err, rerr.Error()))
 			}
 		}
 	}()
@@ -191,10 +192,10 @@ func (p *prober) probeCgroups(ctx context.Context) *probed {
 		return res
 	}
 	if n, err := res.cg.sweep(ctx); err != nil {
-		p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String("executor", Name), slog.String("error", err.Error()))
+		p.log.LogAttrs(ctx, slog.LevelWarn, "sweep stale cgroups", slog.String(logkey.Executor, Name), slog.String(logkey.Err, err.Error()))
 	} else if n > 0 {
 		p.log.LogAttrs(ctx, slog.LevelWarn, "removed cgroups left by a worker that died",
-			slog.String("executor", Name), slog.Int("count", n))
+			slog.String(logkey.Executor, Name), slog.Int(logkey.Count, n))
 	}
 	res.cg = p.checkCgroups(res.cg)
 	return res

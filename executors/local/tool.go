@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -278,7 +279,7 @@ func (e *Executor) mirrorTool(t validation.Tool) (dst string, release func(), er
 			return dst, release, nil
 		} else {
 			e.log.Warn("tool mirror does not match the verified toolchain; making it again",
-				"manager", string(t.Manager), "version", t.Version, "error", verr.Error())
+				logkey.Manager, string(t.Manager), logkey.Version, t.Version, logkey.Err, verr.Error())
 		}
 		aside, aerr := os.MkdirTemp(parent, ".bad-")
 		if aerr != nil {
@@ -309,9 +310,9 @@ func (e *Executor) mirrorTool(t validation.Tool) (dst string, release func(), er
 		}
 	}
 	if removed, serr := sweepMirrors(root, dst); serr != nil {
-		e.log.Warn("sweep tool mirrors", "error", serr.Error())
+		e.log.Warn("sweep tool mirrors", logkey.Err, serr.Error())
 	} else if len(removed) > 0 {
-		e.log.Info("removed tool mirrors used longest ago", "count", len(removed), "max", MaxToolMirrors)
+		e.log.Info("removed tool mirrors used longest ago", logkey.Count, len(removed), "max", MaxToolMirrors)
 	}
 	return dst, release, nil
 }

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Check-run statuses.
@@ -183,7 +185,7 @@ func (c *Client) StartCheckRun(ctx context.Context, r Repo, s CheckStart) (id in
 	}
 	id = found.id
 	if found.status == StatusCompleted {
-		c.log.Info("check run already completed; not starting it again", "repo", r.String(), "head_sha", s.HeadSHA, "check_run_id", id)
+		c.log.Info("check run already completed; not starting it again", logkey.Repo, r.String(), logkey.HeadSHA, s.HeadSHA, logkey.CheckRunID, id)
 		return id, nil
 	}
 	err = c.call(ctx, "start check run", func(ctx context.Context) (*gh.Response, error) {
@@ -213,7 +215,7 @@ func (c *Client) UpdateCheckRun(ctx context.Context, r Repo, id int64, u CheckUp
 		return fmt.Errorf("%s check run %d: %w", r, id, err)
 	}
 	if cr.status == StatusCompleted {
-		c.log.Info("check run already completed; progress not shown", "repo", r.String(), "check_run_id", id)
+		c.log.Info("check run already completed; progress not shown", logkey.Repo, r.String(), logkey.CheckRunID, id)
 		return nil
 	}
 	status := u.Status
@@ -276,7 +278,7 @@ func (c *Client) completeCheckRun(ctx context.Context, g *gh.Client, r Repo, p P
 	var res completion
 	annots, dropped := sendableAnnotations(p.Annotations)
 	if dropped > 0 {
-		c.log.Warn("annotations GitHub would refuse are not sent", "repo", r.String(), "head_sha", p.HeadSHA, "dropped", dropped)
+		c.log.Warn("annotations GitHub would refuse are not sent", logkey.Repo, r.String(), logkey.HeadSHA, p.HeadSHA, "dropped", dropped)
 	}
 	n := len(annots)
 	output := func(batch []Annotation) *gh.CheckRunOutput {
@@ -330,13 +332,13 @@ func (c *Client) completeCheckRun(ctx context.Context, g *gh.Client, r Repo, p P
 			return res, err
 		}
 		if cr.status == StatusCompleted {
-			c.log.Info("check run already completed; not completing it again", "repo", r.String(), "head_sha", p.HeadSHA, "check_run_id", res.id)
+			c.log.Info("check run already completed; not completing it again", logkey.Repo, r.String(), logkey.HeadSHA, p.HeadSHA, logkey.CheckRunID, res.id)
 			res.found = true
 			return res, nil
 		}
 		sent = min(max(cr.annotations, 0), n)
 		if sent > 0 {
-			c.log.Info("check run has annotations from an earlier attempt; sending the rest", "repo", r.String(), "check_run_id", res.id, "sent", sent, "total", n)
+			c.log.Info("check run has annotations from an earlier attempt; sending the rest", logkey.Repo, r.String(), logkey.CheckRunID, res.id, "sent", sent, "total", n)
 		}
 	default:
 		return res, err

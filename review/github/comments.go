@@ -20,6 +20,8 @@ import (
 	"strings"
 
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Comment sides GitHub accepts; gilf comments on the new version of a
@@ -143,7 +145,7 @@ func findComments(reviews []*gh.PullRequestReview, jobID string) int64 {
 func (c *Client) postComments(ctx context.Context, g *gh.Client, r Repo, number int, p Publication, reviews []*gh.PullRequestReview, out *Posted) error {
 	keep, unsendable, over := sendableComments(p.Comments)
 	if unsendable > 0 {
-		c.log.Warn("inline comments GitHub would refuse are not sent", "repo", r.String(), "pr", number, "head_sha", p.HeadSHA, "dropped", unsendable)
+		c.log.Warn("inline comments GitHub would refuse are not sent", logkey.Repo, r.String(), logkey.PR, number, logkey.HeadSHA, p.HeadSHA, "dropped", unsendable)
 	}
 	if len(keep) == 0 {
 		return nil
@@ -153,7 +155,7 @@ func (c *Client) postComments(ctx context.Context, g *gh.Client, r Repo, number 
 		return nil
 	}
 	if over > 0 {
-		c.log.Info("inline comments over the cap are not sent", "repo", r.String(), "pr", number, "head_sha", p.HeadSHA, "dropped", over)
+		c.log.Info("inline comments over the cap are not sent", logkey.Repo, r.String(), logkey.PR, number, logkey.HeadSHA, p.HeadSHA, "dropped", over)
 	}
 	wire := make([]*gh.DraftReviewComment, 0, len(keep))
 	for _, cm := range keep {

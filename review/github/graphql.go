@@ -14,6 +14,8 @@ import (
 	"strings"
 
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 const (
@@ -180,7 +182,7 @@ func (c *Client) ReviewThreads(ctx context.Context, r Repo, number int) ([]Threa
 		}
 		after = rt.PageInfo.EndCursor
 	}
-	c.log.Warn("review threads past the listing cap are not read", "repo", r.String(), "pr", number, "pages", maxThreadPages)
+	c.log.Warn("review threads past the listing cap are not read", logkey.Repo, r.String(), logkey.PR, number, "pages", maxThreadPages)
 	return out, nil
 }
 

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // rateLimitSlack is added to a primary rate limit's reset time: GitHub's
@@ -81,7 +83,7 @@ func (c *Client) retry(ctx context.Context, op string, landed func(ctx context.C
 			if attempt == rc.Attempts {
 				break
 			}
-			c.log.Warn("github call failed; retrying", "op", op, "attempt", attempt, "wait", wait, "err", errorClass(err))
+			c.log.Warn("github call failed; retrying", "op", op, logkey.Attempt, attempt, logkey.Wait, wait, logkey.Err, errorClass(err))
 		}
 		if err := c.clock.Sleep(ctx, wait); err != nil {
 			return fmt.Errorf("%s: %w", op, err)

@@ -48,6 +48,8 @@ import (
 	"strings"
 
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 const (
@@ -161,7 +163,7 @@ func (c *Client) publishSummary(ctx context.Context, g *gh.Client, r Repo, numbe
 	}
 	out.ReviewID = sum.GetID()
 	if showsJob(sum.GetBody(), p.JobID) {
-		c.log.Info("summary review already shows this job; not editing it", "repo", r.String(), "pr", number, "review_id", out.ReviewID)
+		c.log.Info("summary review already shows this job; not editing it", logkey.Repo, r.String(), logkey.PR, number, logkey.ReviewID, out.ReviewID)
 		out.ReviewFound = true
 		return nil
 	}
@@ -260,7 +262,7 @@ func (c *Client) dismissStale(ctx context.Context, g *gh.Client, r Repo, number 
 		case errors.As(err, &te):
 			return err
 		default:
-			c.log.Warn("could not dismiss an earlier request-changes review", "repo", r.String(), "pr", number, "review_id", id, "err", errorClass(err))
+			c.log.Warn("could not dismiss an earlier request-changes review", logkey.Repo, r.String(), logkey.PR, number, logkey.ReviewID, id, logkey.Err, errorClass(err))
 		}
 	}
 	return nil

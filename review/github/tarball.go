@@ -12,6 +12,7 @@ import (
 	gh "github.com/google/go-github/v84/github"
 
 	"github.com/gilf-review/gilf/archive"
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Checkout downloads the tarball of sha (GET /repos/{o}/{r}/tarball/{sha})
@@ -89,7 +90,7 @@ func (c *Client) openTarball(ctx context.Context, g *gh.Client, r Repo, sha stri
 				return nil, fmt.Errorf("tarball: more than %d redirects: %w", maxDownloadRedirects, ErrRedirectRefused)
 			}
 			if !c.allowedDownload(loc) {
-				c.log.Warn("tarball redirect refused", "repo", r.String(), "host", loc.Host)
+				c.log.Warn("tarball redirect refused", logkey.Repo, r.String(), logkey.Host, loc.Host)
 				return nil, fmt.Errorf("redirect to %q: %w", loc.Host, ErrRedirectRefused)
 			}
 			req, err = http.NewRequestWithContext(ctx, http.MethodGet, loc.String(), nil)

@@ -17,6 +17,8 @@ import (
 
 	"github.com/golang-jwt/jwt/v5"
 	gh "github.com/google/go-github/v84/github"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // App JWT timing (GitHub: iat may be backdated, exp at most 10 minutes
@@ -134,7 +136,7 @@ func (c *Client) token(ctx context.Context, r Repo, stale *secret) (secret, erro
 	c.mu.Lock()
 	c.tokens[k] = ct
 	c.mu.Unlock()
-	c.log.Debug("minted installation token", "installation_id", r.InstallationID, "repo", r.String(), "expires_at", ct.expires)
+	c.log.Debug("minted installation token", logkey.InstallationID, r.InstallationID, logkey.Repo, r.String(), "expires_at", ct.expires)
 	return ct.tok, nil
 }
 
@@ -218,7 +220,7 @@ func (t *installationTransport) RoundTrip(req *http.Request) (*http.Response, er
 		return resp, nil // cannot replay the body
 	}
 	drain(resp)
-	t.c.log.Info("installation token rejected; minting a new one", "installation_id", t.repo.InstallationID, "repo", t.repo.String())
+	t.c.log.Info("installation token rejected; minting a new one", logkey.InstallationID, t.repo.InstallationID, logkey.Repo, t.repo.String())
 	tok, err = t.c.token(req.Context(), t.repo, &tok)
 	if err != nil {
 		return nil, err

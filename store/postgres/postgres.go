@@ -14,6 +14,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/stdlib"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
 )
@@ -277,7 +278,7 @@ func (e *pgStore) Listen(ctx context.Context, wake chan<- struct{}) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		e.log.Warn("job notifications lost; reconnecting", "err", err, "in", backoff)
+		e.log.Warn("job notifications lost; reconnecting", logkey.Err, err, "in", backoff)
 		select {
 		case <-time.After(backoff):
 		case <-ctx.Done():

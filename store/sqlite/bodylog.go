@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -66,11 +67,11 @@ func importBodyLog(ctx context.Context, w *sql.DB, path string, was int, log *sl
 		return fmt.Errorf("import body log: %w", err)
 	}
 	if lost > 0 {
-		log.Warn("body log imported; bodies missing or damaged in it read as corrupt until redelivered", "lost", lost, "dir", dir)
+		log.Warn("body log imported; bodies missing or damaged in it read as corrupt until redelivered", "lost", lost, logkey.Dir, dir)
 		return nil
 	}
 	if len(ids) > 0 {
-		log.Info("body log imported into the rows; its directory is removed", "bodies", len(ids), "dir", dir)
+		log.Info("body log imported into the rows; its directory is removed", "bodies", len(ids), logkey.Dir, dir)
 	}
 	return os.RemoveAll(dir)
 }

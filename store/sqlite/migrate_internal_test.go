@@ -363,7 +363,7 @@ func TestMigration0005AddsSemanticSpans(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.ContainsFunc(days, func(d store.DayCost) bool {
+	if !slices.ContainsFunc(days, func(d store.CostDay) bool {
 		return d.Lane == store.LaneSemantic && d.Executor == "model:m" && d.InputTokens == 1200 && d.OutputTokens == 80
 	}) {
 		t.Fatalf("CostsByDay after 0005 = %+v, want the semantic span with its tokens", days)

@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/migrations"
 	"github.com/gilf-review/gilf/store"
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver
@@ -201,7 +202,7 @@ func (e *driver) checkpointer(ctx context.Context) {
 func (e *driver) checkpoint(ctx context.Context, mode string) (logFrames, done int) {
 	var busy int
 	if err := e.ck.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &logFrames, &done); err != nil {
-		e.log.Error("wal checkpoint failed", "mode", mode, "err", err)
+		e.log.Error("wal checkpoint failed", "mode", mode, logkey.Err, err)
 		return 0, 0
 	}
 	if busy != 0 && mode != "PASSIVE" {

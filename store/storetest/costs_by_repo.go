@@ -67,7 +67,7 @@ func testCostsByRepo(t *testing.T, e Engine) {
 	}
 	var got []row
 	for _, r := range rows {
-		got = append(got, row{r.Repo, r.Day, r.Executor, r.Lane, r.Spans, r.Priced, money(r.USD), r.Seconds})
+		got = append(got, row{r.Repo, r.Day, r.Executor, string(r.Lane), r.Spans, r.Priced, money(r.USD), r.Seconds})
 	}
 	want := []row{
 		{"acme/api", "2026-02-28", "managed-e2b", "primary", 1, 0, "null", 30},

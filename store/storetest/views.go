@@ -64,7 +64,7 @@ func testDashboardViews(t *testing.T, e Engine) {
 	_, run3 := finishRun(t, db, c, "d3", "o/b", 3, SHA(3), refused)
 
 	t.Run("list", func(t *testing.T) {
-		page, err := db.RunList(ctx, validation.RunQuery{})
+		page, err := db.RunList(ctx, store.RunQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -76,7 +76,7 @@ func testDashboardViews(t *testing.T, e Engine) {
 			t.Fatalf("ids (-want +got):\n%s next %d", diff, page.Next)
 		}
 		got := page.Runs[2]
-		want := validation.RunSummary{ID: run1, JobID: job1, Repo: "o/a", PR: 1, HeadSHA: SHA(1), Outcome: validation.OutcomeFailed,
+		want := store.RunSummary{ID: run1, JobID: job1, Repo: "o/a", PR: 1, HeadSHA: SHA(1), Outcome: validation.OutcomeFailed,
 			Executor: "managed-e2b", Tier: validation.TierRemote, Started: start, Finished: start.Add(3 * time.Second), Findings: 1, USD: Ptr(0.25)}
 		if diff := cmp.Diff(want, got); diff != "" {
 			t.Fatalf("summary (-want +got):\n%s", diff)
@@ -85,16 +85,16 @@ func testDashboardViews(t *testing.T, e Engine) {
 			t.Fatalf("refused run: usd %v refusal %q", page.Runs[0].USD, page.Runs[0].Refusal)
 		}
 		for name, tc := range map[string]struct {
-			q    validation.RunQuery
+			q    store.RunQuery
 			want []int64
 		}{
-			"repo":     {validation.RunQuery{Repo: "o/b"}, []int64{run3, run2}},
-			"outcome":  {validation.RunQuery{Outcome: validation.OutcomeFailed}, []int64{run1}},
-			"executor": {validation.RunQuery{Executor: "local"}, []int64{run3, run2}},
-			"from":     {validation.RunQuery{From: start.Add(30 * time.Minute)}, []int64{run3, run2}},
-			"to":       {validation.RunQuery{To: start.Add(30 * time.Minute)}, []int64{run1}},
-			"before":   {validation.RunQuery{Before: run3}, []int64{run2, run1}},
-			"none":     {validation.RunQuery{Repo: "o/<script>"}, nil},
+			"repo":     {store.RunQuery{Repo: "o/b"}, []int64{run3, run2}},
+			"outcome":  {store.RunQuery{Outcome: validation.OutcomeFailed}, []int64{run1}},
+			"executor": {store.RunQuery{Executor: "local"}, []int64{run3, run2}},
+			"from":     {store.RunQuery{From: start.Add(30 * time.Minute)}, []int64{run3, run2}},
+			"to":       {store.RunQuery{To: start.Add(30 * time.Minute)}, []int64{run1}},
+			"before":   {store.RunQuery{Before: run3}, []int64{run2, run1}},
+			"none":     {store.RunQuery{Repo: "o/<script>"}, nil},
 		} {
 			page, err := db.RunList(ctx, tc.q)
 			if err != nil {
@@ -108,11 +108,11 @@ func testDashboardViews(t *testing.T, e Engine) {
 				t.Errorf("%s (-want +got):\n%s", name, diff)
 			}
 		}
-		page, err = db.RunList(ctx, validation.RunQuery{Limit: 2})
+		page, err = db.RunList(ctx, store.RunQuery{Limit: 2})
 		if err != nil || len(page.Runs) != 2 || page.Next != run2 {
 			t.Fatalf("page of 2: %v, %d runs, next %d", err, len(page.Runs), page.Next)
 		}
-		page, err = db.RunList(ctx, validation.RunQuery{Limit: 2, Before: page.Next})
+		page, err = db.RunList(ctx, store.RunQuery{Limit: 2, Before: page.Next})
 		if err != nil || len(page.Runs) != 1 || page.Runs[0].ID != run1 || page.Next != 0 {
 			t.Fatalf("second page: %v %+v", err, page)
 		}
@@ -126,12 +126,12 @@ func testDashboardViews(t *testing.T, e Engine) {
 		if len(v.Record.Steps) != 2 || v.Record.Steps[1].ExitCode == nil || *v.Record.Steps[1].ExitCode != 1 {
 			t.Fatalf("record steps: %+v", v.Record.Steps)
 		}
-		if diff := cmp.Diff([]validation.ArtifactView{{Key: "ev/1/out.txt", Kind: "test-output", Bytes: 4, Status: "persisted",
+		if diff := cmp.Diff([]store.ArtifactView{{Key: "ev/1/out.txt", Kind: "test-output", Bytes: 4, Status: "persisted",
 			URL: "https://ev.example/1"}}, v.Artifacts); diff != "" {
 			t.Fatalf("artifacts (-want +got):\n%s", diff)
 		}
-		want := &validation.ShadowView{Executor: "self-host", Outcome: validation.OutcomeFailed, StepsAgreed: 1, StepsTotal: 2,
-			Wall: 5 * time.Second, Steps: []validation.ShadowStep{
+		want := &store.ShadowView{Executor: "self-host", Outcome: validation.OutcomeFailed, StepsAgreed: 1, StepsTotal: 2,
+			Wall: 5 * time.Second, Steps: []store.ShadowStep{
 				{Step: "test", Primary: validation.StatusFailed, Shadow: validation.StatusFailed, Agree: true},
 				{Step: "install", Primary: validation.StatusPassed, Shadow: validation.StatusFailed}}}
 		if diff := cmp.Diff(want, v.Shadow); diff != "" {
@@ -151,22 +151,22 @@ func testDashboardViews(t *testing.T, e Engine) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]validation.RefusalCount{{Code: validation.CodeLocalNotAllowed, Runs: 2, Last: start.Add(time.Hour)}}, refusals); diff != "" {
+		if diff := cmp.Diff([]store.RefusalCount{{Code: validation.CodeLocalNotAllowed, Runs: 2, Last: start.Add(time.Hour)}}, refusals); diff != "" {
 			t.Fatalf("refusals (-want +got):\n%s", diff)
 		}
 		pairs, err := db.ShadowPairs(ctx, start)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]validation.ShadowPair{{Primary: "managed-e2b", Shadow: "self-host", Runs: 1, OutcomesAgreed: 1,
+		if diff := cmp.Diff([]store.ShadowPair{{Primary: "managed-e2b", Shadow: "self-host", Runs: 1, OutcomesAgreed: 1,
 			StepsAgreed: 1, StepsTotal: 2}}, pairs); diff != "" {
 			t.Fatalf("shadow pairs (-want +got):\n%s", diff)
 		}
-		days, err := db.CostDays(ctx, start)
+		days, err := db.CostsByDay(ctx, start)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if diff := cmp.Diff([]validation.CostDay{
+		if diff := cmp.Diff([]store.CostDay{
 			{Day: "2026-03-01", Executor: "managed-e2b", Lane: "primary", Spans: 1, Priced: 1, USD: Ptr(0.25), Seconds: 3},
 			{Day: "2026-03-01", Executor: "self-host", Lane: "shadow", Spans: 1, Seconds: 5},
 		}, days); diff != "" {
@@ -192,7 +192,7 @@ func testDashboardViews(t *testing.T, e Engine) {
 		j.Repo, j.PR = "o/c", 5
 		queued := Record(t, db, d, j)
 
-		jobs, err := db.JobList(ctx, validation.JobQuery{})
+		jobs, err := db.JobList(ctx, store.JobQuery{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -200,7 +200,7 @@ func testDashboardViews(t *testing.T, e Engine) {
 			jobs[1].State != "dead" || jobs[1].LastError != "sandbox api: 503 (attempt 1 of 1)" {
 			t.Fatalf("jobs: %+v", jobs)
 		}
-		done, err := db.JobList(ctx, validation.JobQuery{States: []string{"done"}, Limit: 1})
+		done, err := db.JobList(ctx, store.JobQuery{States: []string{"done"}, Limit: 1})
 		if err != nil || len(done) != 1 || done[0].State != "done" {
 			t.Fatalf("done jobs: %v %+v", err, done)
 		}

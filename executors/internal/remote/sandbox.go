@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
@@ -154,7 +155,7 @@ func (s *Sandbox) Start(ctx context.Context, _ *executors.Result) (func() error,
 		return nil, err
 	}
 	s.ID = id
-	s.Config.Log.InfoContext(ctx, s.Config.Prefix+" sandbox created", "sandbox_id", id)
+	s.Config.Log.InfoContext(ctx, s.Config.Prefix+" sandbox created", logkey.SandboxID, id)
 	return func() error { return s.destroy(ctx) }, nil
 }
 
@@ -166,10 +167,10 @@ func (s *Sandbox) destroy(ctx context.Context) error {
 		return s.Provider.Destroy(kctx, s.ID)
 	})
 	if err == nil {
-		s.Config.Log.InfoContext(ctx, s.Config.Prefix+" sandbox destroyed", "sandbox_id", s.ID)
+		s.Config.Log.InfoContext(ctx, s.Config.Prefix+" sandbox destroyed", logkey.SandboxID, s.ID)
 		return nil
 	}
-	s.Config.Log.ErrorContext(ctx, s.Config.Prefix+" sandbox not destroyed", "sandbox_id", s.ID, "err", err)
+	s.Config.Log.ErrorContext(ctx, s.Config.Prefix+" sandbox not destroyed", logkey.SandboxID, s.ID, logkey.Err, err)
 	return fmt.Errorf("%s: cleanup: destroy sandbox %s: %w", s.Config.Prefix, s.ID, err)
 }
 

@@ -19,6 +19,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Defaults of CacheConfig. Each limit has a name, a default and a test at
@@ -242,7 +244,7 @@ func (c *Cache) open(name string) (*os.File, int64, bool) {
 	c.mu.Unlock()
 	// The order of use survives a restart; a failure only ages it.
 	if err := os.Chtimes(f.Name(), now, now); err != nil {
-		c.cfg.Log.Debug("egress cache touch", logKeyError, err.Error())
+		c.cfg.Log.Debug("egress cache touch", logkey.Err, err.Error())
 	}
 	return f, fi.Size(), true
 }
@@ -292,7 +294,7 @@ func (c *Cache) evictLocked() {
 		}
 		err := os.Remove(filepath.Join(c.cfg.Dir, e.name))
 		if err != nil && !errors.Is(err, fs.ErrNotExist) {
-			c.cfg.Log.Warn("egress cache evict", logKeyError, err.Error())
+			c.cfg.Log.Warn("egress cache evict", logkey.Err, err.Error())
 			continue
 		}
 		if strings.HasPrefix(e.name, cacheMetaDir+"/") && !strings.HasSuffix(e.name, metaHeadExt) {

@@ -12,6 +12,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // errIntegrity is a tarball whose bytes are not what its registry
@@ -97,7 +99,7 @@ func (p *Proxy) metadata(ctx context.Context, out *http.Request, o origin, key s
 		resp.Body.Close()
 		h.Stored = time.Now()
 		if err := c.writeHead(metaName(key), h); err != nil {
-			p.cfg.Log.Warn("egress cache", logKeyError, err.Error())
+			p.cfg.Log.Warn("egress cache", logkey.Err, err.Error())
 		}
 		p.cacheHit(count, size)
 		return fileResponse(h.header(), f, size), nil
@@ -125,7 +127,7 @@ func (p *Proxy) metadata(ctx context.Context, out *http.Request, o origin, key s
 		// Served once, never kept.
 		os.Remove(tmp.Name())
 	} else if err := c.storeMeta(key, head, tmp.Name(), n); err != nil {
-		p.cfg.Log.Warn("egress cache", logKeyError, err.Error())
+		p.cfg.Log.Warn("egress cache", logkey.Err, err.Error())
 	}
 	return fileResponse(head.header(), tmp, n), nil
 }
@@ -169,7 +171,7 @@ func (p *Proxy) tarball(ctx context.Context, out *http.Request, o origin, ref ta
 		return nil, errIntegrity
 	}
 	if err := c.commit(tmp.Name(), blobName(want), n); err != nil {
-		p.cfg.Log.Warn("egress cache", logKeyError, err.Error())
+		p.cfg.Log.Warn("egress cache", logkey.Err, err.Error())
 	}
 	return fileResponse(tarballHeader(), tmp, n), nil
 }

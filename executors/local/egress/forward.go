@@ -9,6 +9,8 @@ import (
 	"net/textproto"
 	"strings"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // hopHeaders are the hop-by-hop header fields (RFC 9110 §7.6.1), never
@@ -159,7 +161,7 @@ func (s *session) upstreamFailed(ctx context.Context, o origin, err error) {
 	case ctx.Err() != nil:
 	default:
 		s.p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress upstream failed",
-			slog.String(logKeyHost, o.host), slog.Int(logKeyPort, o.port), slog.String(logKeyError, err.Error()))
+			slog.String(logkey.Host, o.host), slog.Int(logkey.Port, o.port), slog.String(logkey.Err, err.Error()))
 		s.refuse(ctx, http.StatusBadGateway, o.host, o.port, ReasonUpstream)
 	}
 }

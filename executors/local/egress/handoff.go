@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // The handoff: instead of copying a connection's bytes to the proxy, the
@@ -228,7 +230,7 @@ func (p *Proxy) refuseHandoff(ctx context.Context, err error) {
 	if p.isClosed() {
 		return
 	}
-	p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress handoff", slog.String(logKeyError, err.Error()))
+	p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress handoff", slog.String(logkey.Err, err.Error()))
 	p.deny(ctx, "", 0, ReasonBadRequest)
 }
 

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // Defaults of Config. Each limit has a name, a default and a test at its
@@ -64,14 +66,6 @@ const (
 	// bytes: an idle tunnel is closed between IdleTimeout and
 	// IdleTimeout*(1+1/idleChecks) after its last byte.
 	idleChecks = 4
-)
-
-// Log attribute keys, the only ones this package uses.
-const (
-	logKeyHost   = "host"
-	logKeyPort   = "port"
-	logKeyReason = "reason"
-	logKeyError  = "err"
 )
 
 // Config configures a Proxy. Zero fields take defaults.
@@ -359,7 +353,7 @@ func (p *Proxy) Serve(l net.Listener) error {
 		}
 		if transientAccept(err) {
 			pause = min(max(2*pause, 5*time.Millisecond), acceptPauseMax)
-			p.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "egress proxy accept", slog.String(logKeyError, err.Error()))
+			p.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "egress proxy accept", slog.String(logkey.Err, err.Error()))
 			t := time.NewTimer(pause)
 			select {
 			case <-t.C:
@@ -519,7 +513,7 @@ func resolveAndDecide(ctx context.Context, cfg Config, own []netip.Addr, host st
 			cancel()
 			if err != nil {
 				cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress resolve",
-					slog.String(logKeyHost, host), slog.String(logKeyError, err.Error()))
+					slog.String(logkey.Host, host), slog.String(logkey.Err, err.Error()))
 			}
 			resolved = addrs
 		}
@@ -566,7 +560,7 @@ func dialFirst(ctx context.Context, cfg Config, addrs []netip.Addr, port int) (n
 func (p *Proxy) deny(ctx context.Context, host string, port int, reason Reason) {
 	if p.stats.deny(host, port, reason) {
 		p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress denied",
-			slog.String(logKeyHost, host), slog.Int(logKeyPort, port), slog.String(logKeyReason, string(reason)))
+			slog.String(logkey.Host, host), slog.Int(logkey.Port, port), slog.String(logkey.Reason, string(reason)))
 	}
 }
 
@@ -575,7 +569,7 @@ func (p *Proxy) deny(ctx context.Context, host string, port int, reason Reason) 
 func (p *Proxy) allowed(ctx context.Context, host string, port int) {
 	if p.stats.allow(host, port) {
 		p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress allowed",
-			slog.String(logKeyHost, host), slog.Int(logKeyPort, port))
+			slog.String(logkey.Host, host), slog.Int(logkey.Port, port))
 	}
 }
 

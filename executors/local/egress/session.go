@@ -13,6 +13,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // errHeadTooLarge ends a head that used up its allowance.
@@ -105,7 +107,7 @@ func (s *session) throttled(ctx context.Context, host string, port int) {
 	s.p.stats.throttle()
 	if s.p.stats.throttledFirst() {
 		s.p.cfg.Log.LogAttrs(ctx, slog.LevelInfo, "egress throttled",
-			slog.String(logKeyHost, host), slog.Int(logKeyPort, port), slog.Int("max_conns", s.p.cfg.MaxConns))
+			slog.String(logkey.Host, host), slog.Int(logkey.Port, port), slog.Int("max_conns", s.p.cfg.MaxConns))
 	}
 	s.answer(ctx, http.StatusServiceUnavailable, "gilf egress: throttled: too many connections at once\n")
 }
@@ -192,7 +194,7 @@ func (s *session) answer(ctx context.Context, status int, body string) {
 	fmt.Fprintf(s.bw, "HTTP/1.1 %d %s\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: %d\r\nConnection: close\r\n\r\n%s",
 		status, http.StatusText(status), len(body), body)
 	if err := s.bw.Flush(); err != nil {
-		s.p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress answer", slog.Int("status", status), slog.String(logKeyError, err.Error()))
+		s.p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress answer", slog.Int(logkey.Status, status), slog.String(logkey.Err, err.Error()))
 	}
 }
 

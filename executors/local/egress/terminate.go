@@ -9,6 +9,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // terminate serves a CONNECT to a registry whose TLS the proxy
@@ -61,7 +63,7 @@ func (s *session) terminate(ctx context.Context, host string, port int) {
 	}
 	if err := tc.HandshakeContext(ctx); err != nil {
 		s.p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress tls handshake",
-			slog.String(logKeyHost, host), slog.Int(logKeyPort, port), slog.String(logKeyError, err.Error()))
+			slog.String(logkey.Host, host), slog.Int(logkey.Port, port), slog.String(logkey.Err, err.Error()))
 		return
 	}
 	if err := s.c.SetDeadline(time.Time{}); err != nil {

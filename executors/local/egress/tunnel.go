@@ -10,6 +10,8 @@ import (
 	"os"
 	"sync/atomic"
 	"time"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // errIdle ends a tunnel that moved no byte either way for IdleTimeout.
@@ -88,7 +90,7 @@ func (s *session) tunnel(ctx context.Context, req *http.Request) {
 // addresses could be dialed.
 func (s *session) dialFailed(ctx context.Context, host string, port int, err error) {
 	s.p.cfg.Log.LogAttrs(ctx, slog.LevelDebug, "egress dial",
-		slog.String(logKeyHost, host), slog.Int(logKeyPort, port), slog.String(logKeyError, err.Error()))
+		slog.String(logkey.Host, host), slog.Int(logkey.Port, port), slog.String(logkey.Err, err.Error()))
 	s.refuse(ctx, http.StatusBadGateway, host, port, ReasonDialFailed)
 }
 

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/internal/logkey"
 )
 
 // The watchdog of a handed-over connection. The descriptor the bridge
@@ -101,7 +103,7 @@ func (w *watchdog) run(ctx context.Context) {
 		case ferr != nil:
 			// Not seen on an open descriptor; a connection that
 			// cannot be checked is not served.
-			w.p.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "egress watchdog", slog.String(logKeyError, ferr.Error()))
+			w.p.cfg.Log.LogAttrs(ctx, slog.LevelWarn, "egress watchdog", slog.String(logkey.Err, ferr.Error()))
 			w.hangUp()
 			return
 		case flags&unix.O_NONBLOCK == 0:

@@ -1,16 +1,21 @@
-package validation
+package store
 
-import "time"
+import (
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
 
 // Read models of the dashboard (SPEC §8). The store fills them and the
-// dashboard shows them; they live here because both sides use them and
-// neither imports the other. Nil pointers mean "unknown", never zero.
+// dashboard reads them through its own interface: the dashboard imports
+// the store's contract, never the other way. Nil pointers mean "unknown",
+// never zero.
 
 // RunQuery selects runs, newest first. Zero fields do not filter.
 type RunQuery struct {
-	Repo     string  // owner/name, exact
-	Outcome  Outcome // exact
-	Executor string  // exact
+	Repo     string             // owner/name, exact
+	Outcome  validation.Outcome // exact
+	Executor string             // exact
 	From     time.Time
 	To       time.Time // exclusive
 	// Job, when set, keeps the runs of that job only.
@@ -51,11 +56,11 @@ type RunSummary struct {
 	Repo     string
 	PR       int
 	HeadSHA  string
-	Outcome  Outcome
+	Outcome  validation.Outcome
 	Reason   string
-	Refusal  Code // empty when the run was not refused
+	Refusal  validation.Code // empty when the run was not refused
 	Executor string
-	Tier     Tier
+	Tier     validation.Tier
 	Started  time.Time
 	Finished time.Time
 	Findings int
@@ -67,7 +72,7 @@ type RunSummary struct {
 // RunView is one run with everything it produced.
 type RunView struct {
 	RunSummary
-	Record    Record // the validation record, whole
+	Record    validation.Record // the validation record, whole
 	Artifacts []ArtifactView
 	Shadow    *ShadowView // nil when no shadow lane ran
 }
@@ -87,7 +92,7 @@ type ArtifactView struct {
 // ShadowView is the shadow lane's comparison with the primary lane.
 type ShadowView struct {
 	Executor    string
-	Outcome     Outcome // empty when the lane errored or timed out
+	Outcome     validation.Outcome // empty when the lane errored or timed out
 	Err         string
 	StepsAgreed int
 	StepsTotal  int
@@ -98,17 +103,17 @@ type ShadowView struct {
 
 // ShadowStep compares one step of the two lanes.
 type ShadowStep struct {
-	Step    string `json:"step"`
-	Primary Status `json:"primary"`
-	Shadow  Status `json:"shadow"`
-	Agree   bool   `json:"agree"`
+	Step    string            `json:"step"`
+	Primary validation.Status `json:"primary"`
+	Shadow  validation.Status `json:"shadow"`
+	Agree   bool              `json:"agree"`
 }
 
 // CostDay is the cost of one executor's lane on one UTC day.
 type CostDay struct {
 	Day      string // 2006-01-02, UTC
 	Executor string
-	Lane     string // primary, shadow or semantic
+	Lane     Lane // primary, shadow or semantic
 	Spans    int
 	Priced   int      // spans with a known cost
 	USD      *float64 // sum of known costs; nil when no span had one
@@ -145,7 +150,7 @@ type JobView struct {
 
 // RefusalCount is how often a refusal code ended a run.
 type RefusalCount struct {
-	Code Code
+	Code validation.Code
 	Runs int
 	Last time.Time // the newest such run's finish
 }
@@ -159,4 +164,35 @@ type ShadowPair struct {
 	Errors         int // the shadow lane errored or timed out
 	StepsAgreed    int
 	StepsTotal     int
+}
+
+// RepoCostDay is the cost of one executor's lane for one repository on
+// one UTC day: the row of the costs grouped by repository.
+type RepoCostDay struct {
+	Repo string // owner/name of the job the spans belong to
+	CostDay
+}
+
+// JobAttempt is one attempt at a job: a worker's claim and how it ended.
+// Attempts count from 1 within each re-run of the job.
+type JobAttempt struct {
+	Rerun   int
+	Attempt int
+	Owner   string // the worker that claimed it
+	Started time.Time
+	Ended   time.Time // zero while it runs
+	// Result is the state the job went to as the attempt ended: done,
+	// queued (to be retried), failed, dead, superseded or cancelled; ""
+	// while it runs.
+	Result string
+	Error  string // the attempt's own error; "" when it had none
+	Reason string // the job's reason as the attempt ended
+}
+
+// JobDetail is one job with every attempt recorded for it, newest first,
+// and its runs' ids, newest first.
+type JobDetail struct {
+	JobView
+	History []JobAttempt
+	Runs    []int64
 }
