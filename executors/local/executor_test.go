@@ -35,6 +35,7 @@ func TestMain(m *testing.M) {
 	egress.MaybeRunBridge()
 	maybeRunSyscallProbe()
 	maybeRunHelperAttack()
+	maybeRunInitAttack()
 	maybeRunBypass()
 	switch os.Getenv(helperEnv) {
 	case "unprivileged-run":

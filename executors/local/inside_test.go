@@ -39,16 +39,21 @@ func maybeRunHelperAttack() {
 	parent := os.Getppid()
 	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
 	fmt.Println("target-is-bridge", strings.Contains(string(cmdline), "__gilf-egress-bridge"))
-	attack("bridge", parent)
-	// The control: the same attacks on a process the attacker started
-	// succeed where the kernel alone decides.
+	attackControl("bridge", parent)
+	os.Exit(0)
+}
+
+// attackControl attacks pid (as who), then, as the control, a process the
+// attacker started: the same attacks succeed there where the kernel alone
+// decides.
+func attackControl(who string, pid int) {
+	attack(who, pid)
 	child := exec.Command("/bin/sleep", "30")
 	if err := child.Start(); err == nil {
 		attack("control", child.Process.Pid)
 		child.Process.Kill()
 		child.Wait()
 	}
-	os.Exit(0)
 }
 
 // attack tries to read, write and rob pid, printing one line per try.
@@ -257,7 +262,7 @@ func TestNoHostPathInside(t *testing.T) {
 	texts := append([]string{}, res.Notes...)
 	for _, s := range res.Steps {
 		texts = append(texts, s.Reason, s.Output.Head, s.Output.Tail, s.Cwd)
-		if !strings.Contains(s.Output.Head, "/workspace") || !strings.Contains(s.Output.Head, "bwrap --args") {
+		if !strings.Contains(s.Output.Head, "/workspace") || !strings.Contains(s.Output.Head, SandboxInitPath+" -c") {
 			t.Errorf("step %s (%s, %s) did not print its mountinfo and command lines:\n%s", s.Name, s.Status, s.Reason, s.Output.Head)
 		}
 	}

@@ -1,0 +1,95 @@
+package local
+
+import (
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/gilf-review/gilf/validation"
+)
+
+// initAttackArg, as the test binary's first argument, makes it attack the
+// sandbox's pid 1 (maybeRunInitAttack).
+const initAttackArg = "__gilf-init-attack"
+
+// maybeRunInitAttack attacks pid 1 and, as a control, a dumpable child of
+// its own; it prints "name result" lines and exits. TestMain calls it.
+func maybeRunInitAttack() {
+	if len(os.Args) < 2 || os.Args[1] != initAttackArg {
+		return
+	}
+	cmdline, _ := os.ReadFile("/proc/1/cmdline")
+	fmt.Println("init-is-gilf", strings.HasPrefix(string(cmdline), SandboxInitPath+"\x00"))
+	fmt.Println("self-is-pid-2", os.Getppid() == 2 || os.Getpid() == 2)
+	// The init's file: executable, never readable (that is what makes
+	// it undumpable).
+	f, err := os.Open(SandboxInitPath)
+	if err == nil {
+		f.Close()
+	}
+	fmt.Println("init-file-read", probeResult(err))
+	fmt.Println("init-file-chmod", probeResult(os.Chmod(SandboxInitPath, 0o755)))
+	attackControl("init", 1)
+	os.Exit(0)
+}
+
+// The sandbox's pid 1 is gilf's init, undumpable: the step cannot write
+// its memory, read its environment or list and take its descriptors, nor
+// read or change the file it runs; the same attacks on a dumpable process
+// of the step's own get through. In every tier this host can make with
+// bwrap, in a script step and in the install step (whose bridge is
+// pid 2's).
+func TestInitCannotBeRobbed(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		opts func(t *testing.T) Options
+		tier validation.Tier
+		net  validation.Network
+	}{
+		{"read-only", func(*testing.T) Options { return Options{} }, validation.TierReadOnly, validation.NetworkNone},
+		{"read-only install", func(*testing.T) Options { return Options{} }, validation.TierReadOnly, validation.NetworkRegistry},
+		{"no-network without cgroups", func(t *testing.T) Options { return Options{CgroupRoot: t.TempDir()} }, validation.TierNoNetwork, validation.NetworkNone},
+		{"no-network without a disk ceiling", func(t *testing.T) Options { return Options{CgroupRoot: t.TempDir(), Disk: DiskLimit{Bytes: -1}} }, validation.TierNoNetwork, validation.NetworkNone},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newExec(t, tc.opts(t))
+			name := validation.StepTest
+			if tc.net == validation.NetworkRegistry {
+				name = validation.StepInstall
+			}
+			res := runPlan(t, e, probeCheckout(t), validation.Step{Name: name,
+				Argv: []string{"./" + syscallProbeBin, initAttackArg}, Network: tc.net, Timeout: time.Minute})
+			if res.Tier != tc.tier {
+				t.Errorf("tier %s, want %s", res.Tier, tc.tier)
+			}
+			s := step0(t, res)
+			wantStatus(t, s, validation.StatusPassed)
+			got := parseProbe(s.Output.Head)
+			t.Logf("attacks: %v", got)
+			for name, want := range map[string]string{
+				"init-is-gilf":          "true",
+				"self-is-pid-2":         "true",
+				"init-file-read":        "EACCES",
+				"init-file-chmod":       "EROFS",
+				"init:mem-write":        "EACCES",
+				"init:environ":          "EACCES",
+				"init:fd-list":          "EACCES",
+				"init:pidfd_getfd":      "EPERM",
+				"init:process_madvise":  "EPERM",
+				"init:process_vm_readv": "EPERM",
+				"init:ptrace":           "EPERM",
+				// The control: only the dumpable bit stands between
+				// the step and the init's memory and descriptors.
+				"control:mem-write": "ok",
+				"control:fd-list":   "ok",
+				"control:environ":   "ok",
+			} {
+				if got[name] != want {
+					t.Errorf("%s: %q, want %s", name, got[name], want)
+				}
+			}
+		})
+	}
+}
