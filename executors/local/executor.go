@@ -38,6 +38,9 @@ type Executor struct {
 	// up is the one pool of registry connections every install step's
 	// proxy shares.
 	up *egress.Upstreams
+	// images are the package managers' images this process checked
+	// (toolimage.go).
+	images checkedImages
 }
 
 // in reports whether id is one of the count ids from first.
@@ -212,6 +215,9 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.takeWorkspace(ctx); err != nil {
 		return err
 	}
+	if err := r.placeTool(ctx); err != nil {
+		return err
+	}
 	r.clock.mark("workspace")
 	if err := r.writeConfig(); err != nil {
 		return fmt.Errorf("prepare workspace: %w", err)
@@ -247,6 +253,25 @@ func (r *run) takeWorkspace(ctx context.Context) error {
 	if len(skipped) > 0 {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
+	return nil
+}
+
+// placeTool mounts the package manager's image in the run directory when
+// the run has a file system of its own (toolimage.go): its steps then bind
+// nothing of the worker's. Without one, they bind the mirror.
+func (r *run) placeTool(ctx context.Context) error {
+	if r.tool.src == "" || r.dirs.disk == nil || r.p.disk == nil {
+		return nil
+	}
+	img, err := r.e.toolImage(ctx, *r.p.disk, r.tool.src, r.tool.dir)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", r.tool.manager, err)
+	}
+	dir, err := mountTool(ctx, *r.p.disk, img, r.dirs.Root)
+	if err != nil {
+		return fmt.Errorf("prepare %s: %w", r.tool.manager, err)
+	}
+	r.dirs.Tool, r.tool.dir = dir, dir
 	return nil
 }
 
