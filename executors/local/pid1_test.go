@@ -93,3 +93,27 @@ func TestInitCannotBeRobbed(t *testing.T) {
 		})
 	}
 }
+
+// With an init descriptor, bwrap runs gilf's init as pid 1: copied in
+// unreadable before the root turns read-only, the step's command (with its
+// start shim) its arguments. Without one, bwrap's own init stays.
+func TestBuildArgsInit(t *testing.T) {
+	opts := Options{}.withDefaults()
+	step := validation.Step{Name: "test", Argv: []string{"npm", "test"}}
+	paths := Paths{Workspace: "/w", Home: "/h", Tmp: "/t", TokenFD: 4, StartFD: 5, InitFD: 7}
+	argv := strings.Join(BuildArgs(opts, step, paths), " ")
+	for _, want := range []string{" --as-pid-1 ", " --perms 0111 --ro-bind-data 7 " + SandboxInitPath + " --remount-ro / "} {
+		if !strings.Contains(argv, want) {
+			t.Errorf("argv lacks %q:\n%s", want, argv)
+		}
+	}
+	_, cmd, _ := strings.Cut(argv, " -- ")
+	if wantPrefix := SandboxInitPath + " -c " + initScript + " gilf-init /bin/sh -c "; !strings.HasPrefix(cmd, wantPrefix) || !strings.HasSuffix(cmd, " 0 4 5 npm test") {
+		t.Errorf("command %q: want the init, then the start shim, then the step", cmd)
+	}
+	paths.InitFD = 0
+	argv = strings.Join(BuildArgs(opts, step, paths), " ")
+	if strings.Contains(argv, "--as-pid-1") || strings.Contains(argv, SandboxInitPath) {
+		t.Errorf("no init descriptor, yet: %s", argv)
+	}
+}

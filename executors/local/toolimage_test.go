@@ -3,10 +3,15 @@ package local
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/executors"
+	"github.com/gilf-review/gilf/validation"
 )
 
 // A package manager's image is used only as checked against the verified
@@ -95,4 +100,45 @@ func imageFile(t *testing.T, img, name string) string {
 		t.Fatal(err)
 	}
 	return string(b)
+}
+
+// Where the image cannot be made (an mkfs.ext4 without -d), the run binds
+// the mirror instead and its record says that mountinfo shows the
+// mirror's path, which it does.
+func TestToolImageUnusableSaysSo(t *testing.T) {
+	mkfs := filepath.Join(t.TempDir(), "mkfs.ext4")
+	script := "#!/bin/sh\ncase \" $* \" in *\" -d \"*) echo \"mkfs.ext4: invalid option -- 'd'\" >&2; exit 1;; esac\nexec " + DefaultMkfsPath + " \"$@\"\n"
+	if err := os.WriteFile(mkfs, []byte(script), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	root := workRoot(t)
+	e := newExec(t, Options{WorkRoot: root, MkfsPath: mkfs, Tools: fakeToolchain(t, t.TempDir())})
+	t.Cleanup(func() {
+		if err := os.RemoveAll(filepath.Join(root, toolsDirName)); err != nil {
+			t.Error(err)
+		}
+	})
+	res, err := e.Run(t.Context(), executors.Request{Dir: repo(t, nil), Plan: validation.Plan{
+		PackageManager: validation.PNPM, Tool: validation.ToolRequest{Manager: validation.PNPM, Version: "9.1.0"},
+		Steps: []validation.Step{shStep(validation.StepTest, "pnpm; cat /proc/self/mountinfo", time.Minute)},
+	}})
+	if err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	s := step0(t, res)
+	wantStatus(t, s, validation.StatusPassed)
+	if !strings.Contains(s.Output.Head, "pnpm-9.1.0") {
+		t.Errorf("pnpm did not run:\n%s", s.Output.Head)
+	}
+	if res.Tier != validation.TierReadOnly {
+		t.Errorf("tier %s: the disk ceiling itself should still be in force", res.Tier)
+	}
+	noted := slices.Contains(res.Notes, ToolMirrorBoundNote(validation.PNPM))
+	shown := strings.Contains(s.Output.Head, filepath.Join(root, toolsDirName))
+	if !noted || !shown {
+		t.Errorf("note %v, mountinfo shows the mirror %v; notes %q\n%s", noted, shown, res.Notes, s.Output.Head)
+	}
+	if _, err := os.Stat(filepath.Join(root, toolsDirName, "pnpm", "9.1.0"+toolImageSuffix)); err == nil {
+		t.Error("an image was made")
+	}
 }
