@@ -35,7 +35,6 @@ func TestMain(m *testing.M) {
 	egress.MaybeRunBridge()
 	maybeRunSyscallProbe()
 	maybeRunHelperAttack()
-	maybeRunInitAttack()
 	maybeRunBypass()
 	switch os.Getenv(helperEnv) {
 	case "unprivileged-run":

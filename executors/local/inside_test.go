@@ -30,17 +30,25 @@ import (
 // its parent process (maybeRunHelperAttack).
 const helperAttackArg = "__gilf-helper-attack"
 
-// maybeRunHelperAttack attacks the parent process (in an install step,
-// the egress bridge) and, as a control, a dumpable child of its own; it
-// prints "name result" lines and exits. TestMain calls it.
+// maybeRunHelperAttack, with helperAttackArg, attacks the parent process
+// (in an install step, the egress bridge), and with initAttackArg the
+// sandbox's pid 1 (attackInit); then, as a control, a dumpable child of
+// its own. It prints "name result" lines and exits. TestMain calls it.
 func maybeRunHelperAttack() {
-	if len(os.Args) < 2 || os.Args[1] != helperAttackArg {
+	if len(os.Args) < 2 {
 		return
 	}
-	parent := os.Getppid()
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
-	fmt.Println("target-is-bridge", strings.Contains(string(cmdline), "__gilf-egress-bridge"))
-	attackControl("bridge", parent)
+	switch os.Args[1] {
+	case helperAttackArg:
+		parent := os.Getppid()
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
+		fmt.Println("target-is-bridge", strings.Contains(string(cmdline), "__gilf-egress-bridge"))
+		attackControl("bridge", parent)
+	case initAttackArg:
+		attackInit()
+	default:
+		return
+	}
 	os.Exit(0)
 }
 
