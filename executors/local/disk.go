@@ -98,7 +98,7 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 	if err := os.Mkdir(d.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("disk mount point: %w", err)
 	}
-	if err := mountImage(ctx, tools.mount, d.image, d.dir, false); err != nil {
+	if err := mountImage(ctx, tools.mount, d.image, nil, d.dir, false); err != nil {
 		return nil, err
 	}
 	// The file system's root: traversable, not listable, by others.
@@ -111,13 +111,22 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 	return d, nil
 }
 
-// mountImage loop-mounts the ext4 image at dir, read-only when ro.
-func mountImage(ctx context.Context, mountPath, image, dir string, ro bool) error {
+// mountImage loop-mounts the ext4 image at dir, read-only when ro. With f
+// set, the image is the file f holds (image is then only its name): the
+// file mounted is the one the caller opened, whatever is at its path now.
+func mountImage(ctx context.Context, mountPath, image string, f *os.File, dir string, ro bool) error {
 	opts := "loop,nosuid,nodev,noatime"
 	if ro {
 		opts += ",ro"
 	}
-	mount := exec.CommandContext(ctx, mountPath, "-t", "ext4", "-o", opts, image, dir)
+	src := image
+	if f != nil {
+		src = "/proc/self/fd/3"
+	}
+	mount := exec.CommandContext(ctx, mountPath, "-t", "ext4", "-o", opts, src, dir)
+	if f != nil {
+		mount.ExtraFiles = []*os.File{f}
+	}
 	mount.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	if out, err := mount.CombinedOutput(); err != nil {
 		return fmt.Errorf("mount the disk image: %w: %s", err, firstLine(string(out)))

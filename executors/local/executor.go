@@ -267,6 +267,7 @@ func (r *run) placeTool(ctx context.Context) {
 	dir := ""
 	if err == nil {
 		dir, err = mountTool(ctx, *r.p.disk, img, r.dirs.Root)
+		img.Close()
 	}
 	if err != nil {
 		r.e.log.Warn("package manager image unusable; its mirror is bound instead", "manager", string(r.tool.manager), "error", err.Error())

@@ -1,12 +1,9 @@
 package local
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -137,20 +134,7 @@ func BenchmarkInitStep(b *testing.B) {
 			files, paths.InitFD = []*os.File{f}, 3
 		}
 		argv := BuildArgs(box.opts, validation.Step{Name: validation.StepTest, Argv: []string{"/bin/true"}}, paths)
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir, cmd.ExtraFiles = []string{}, box.dirs.Workspace, files
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: box.opts.SandboxUID, Gid: box.opts.SandboxGID, Groups: []uint32{}},
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-		}
-		t0 := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bwrap (gilf's init %v): %v %s", gilfInit, err, out)
-		}
-		return time.Since(t0)
+		return box.timeBwrap(b, argv, files)
 	}
 	alternate(b, "bwrap-init", "gilf-init", run)
 }

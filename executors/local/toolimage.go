@@ -81,63 +81,81 @@ func (c *checkedImages) remember(img string, k imageKey) {
 }
 
 // toolImage returns the image of mirror (the checked copy of the verified
-// toolchain tree src), made when missing or not matching. The caller holds
-// the mirror (holdMirror), which keeps the sweep off both.
-func (e *Executor) toolImage(ctx context.Context, tools diskTools, src, mirror string) (string, error) {
+// toolchain tree src), open, made when missing or not matching: the file
+// returned is the one checked, and the one to mount (mountTool), whatever
+// is at its path by then. The caller holds the mirror (holdMirror), which
+// keeps the sweep off both, and closes the file.
+func (e *Executor) toolImage(ctx context.Context, tools diskTools, src, mirror string) (*os.File, error) {
 	img := mirror + toolImageSuffix
-	var st unix.Stat_t
-	if err := unix.Lstat(img, &st); err == nil {
-		if e.images.ok(img, keyOf(&st)) {
-			return img, nil
+	f, err := os.OpenFile(img, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC|unix.O_NONBLOCK, 0)
+	switch {
+	case err == nil:
+		k, kerr := keyOfFile(f)
+		if kerr == nil && e.images.ok(img, k) {
+			return f, nil
 		}
-		if st.Mode&unix.S_IFMT == unix.S_IFREG {
-			if err := checkImage(ctx, tools, src, img, filepath.Dir(mirror)); err == nil {
-				e.images.remember(img, keyOf(&st))
-				return img, nil
-			} else {
-				e.log.Warn("tool image does not match the verified toolchain; making it again", "image", filepath.Base(img), "error", err.Error())
-			}
+		if kerr == nil {
+			kerr = checkImage(ctx, tools, src, f, filepath.Dir(mirror))
 		}
+		if kerr == nil {
+			e.images.remember(img, k)
+			return f, nil
+		}
+		f.Close()
+		e.log.Warn("tool image does not match the verified toolchain; making it again", "image", filepath.Base(img), "error", kerr.Error())
 		if err := os.RemoveAll(img); err != nil {
-			return "", fmt.Errorf("tool image: %w", err)
+			return nil, fmt.Errorf("tool image: %w", err)
 		}
-	} else if !errors.Is(err, unix.ENOENT) {
-		return "", fmt.Errorf("tool image: %w", err)
+	case errors.Is(err, fs.ErrNotExist):
+	default:
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	return e.makeToolImage(ctx, tools, src, mirror, img)
 }
 
+// keyOfFile is the key of the regular file f.
+func keyOfFile(f *os.File) (imageKey, error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+		return imageKey{}, err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return imageKey{}, errors.New("not a regular file")
+	}
+	return keyOf(&st), nil
+}
+
 // makeToolImage makes img from mirror (mkfs.ext4 -d), checks it against
-// src and renames it into place.
-func (e *Executor) makeToolImage(ctx context.Context, tools diskTools, src, mirror, img string) (string, error) {
+// src and renames it into place; it returns it open.
+func (e *Executor) makeToolImage(ctx context.Context, tools diskTools, src, mirror, img string) (*os.File, error) {
 	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
 	defer cancel()
 	bytes, inodes, err := treeSize(mirror)
 	if err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	parent := filepath.Dir(mirror)
 	f, err := os.CreateTemp(parent, ".tmp-img-")
 	if err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	tmp := f.Name()
 	done := false
 	defer func() {
 		if !done {
+			f.Close()
 			os.Remove(tmp)
 		}
 	}()
-	terr := f.Truncate(bytes)
-	if err := errors.Join(terr, f.Close()); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+	if err := f.Truncate(bytes); err != nil {
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	if err := mkfsWith(ctx, tools.mkfs, tmp, inodes, "-d", mirror); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	// mkfs adds lost+found, and gives the root the source's mode: the
 	// image must hold the mirror's tree and nothing else.
-	if err := withImage(ctx, tools, tmp, parent, false, func(dir string) error {
+	if err := withImage(ctx, tools, f, parent, false, func(dir string) error {
 		if err := os.Remove(filepath.Join(dir, "lost+found")); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return err
 		}
@@ -146,33 +164,29 @@ func (e *Executor) makeToolImage(ctx context.Context, tools diskTools, src, mirr
 		}
 		return verifyMirror(src, dir)
 	}); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
-	}
-	if err := os.Chmod(tmp, 0o600); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	if err := os.Rename(tmp, img); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+		return nil, fmt.Errorf("tool image: %w", err)
 	}
 	done = true
-	var st unix.Stat_t
-	if err := unix.Lstat(img, &st); err != nil {
-		return "", fmt.Errorf("tool image: %w", err)
+	// The key after the rename (which changes the file's ctime).
+	if k, err := keyOfFile(f); err == nil {
+		e.images.remember(img, k)
 	}
-	e.images.remember(img, keyOf(&st))
-	return img, nil
+	return f, nil
 }
 
-// checkImage mounts img read-only and checks it against src.
-func checkImage(ctx context.Context, tools diskTools, src, img, parent string) error {
+// checkImage mounts the image f read-only and checks it against src.
+func checkImage(ctx context.Context, tools diskTools, src string, f *os.File, parent string) error {
 	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
 	defer cancel()
-	return withImage(ctx, tools, img, parent, true, func(dir string) error { return verifyMirror(src, dir) })
+	return withImage(ctx, tools, f, parent, true, func(dir string) error { return verifyMirror(src, dir) })
 }
 
-// withImage mounts img on a fresh directory under parent, calls f with it,
-// and unmounts and removes it.
-func withImage(ctx context.Context, tools diskTools, img, parent string, ro bool, f func(dir string) error) (err error) {
+// withImage mounts the image f on a fresh directory under parent, calls
+// fn with it, and unmounts and removes it.
+func withImage(ctx context.Context, tools diskTools, f *os.File, parent string, ro bool, fn func(dir string) error) (err error) {
 	dir, err := os.MkdirTemp(parent, ".tmp-mnt-")
 	if err != nil {
 		return err
@@ -184,10 +198,10 @@ func withImage(ctx context.Context, tools diskTools, img, parent string, ro bool
 		}
 		err = errors.Join(err, uerr)
 	}()
-	if err := mountImage(ctx, tools.mount, img, dir, ro); err != nil {
+	if err := mountImage(ctx, tools.mount, f.Name(), f, dir, ro); err != nil {
 		return err
 	}
-	return f(dir)
+	return fn(dir)
 }
 
 // treeSize is the size of an ext4 file system that holds the tree dir:
@@ -214,16 +228,16 @@ func treeSize(dir string) (bytes, inodes int64, err error) {
 	return (bytes + block - 1) / block * block, max(inodes+64, MinDiskInodes), err
 }
 
-// mountTool mounts the image read-only at the run directory's tool mount
-// point and returns it.
-func mountTool(ctx context.Context, tools diskTools, img, runRoot string) (string, error) {
+// mountTool mounts the image f read-only at the run directory's tool
+// mount point and returns it.
+func mountTool(ctx context.Context, tools diskTools, f *os.File, runRoot string) (string, error) {
 	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
 	defer cancel()
 	dir := filepath.Join(runRoot, toolMountName)
 	if err := os.Mkdir(dir, 0o755); err != nil {
 		return "", fmt.Errorf("tool mount point: %w", err)
 	}
-	if err := mountImage(ctx, tools.mount, img, dir, true); err != nil {
+	if err := mountImage(ctx, tools.mount, f.Name(), f, dir, true); err != nil {
 		return "", fmt.Errorf("tool: %w", err)
 	}
 	return dir, nil

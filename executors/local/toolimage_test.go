@@ -37,7 +37,7 @@ func TestToolImageChecked(t *testing.T) {
 
 	// Changed behind gilf's back, same size: the next run makes it again.
 	mnt := t.TempDir()
-	if err := mountImage(t.Context(), "/usr/bin/mount", img, mnt, false); err != nil {
+	if err := mountImage(t.Context(), "/usr/bin/mount", img, nil, mnt, false); err != nil {
 		t.Fatal(err)
 	}
 	evil := []byte("#!/bin/sh\necho pnpm-6.6.6\n")
@@ -87,7 +87,7 @@ func fileKey(t *testing.T, p string) imageKey {
 func imageFile(t *testing.T, img, name string) string {
 	t.Helper()
 	mnt := t.TempDir()
-	if err := mountImage(t.Context(), "/usr/bin/mount", img, mnt, true); err != nil {
+	if err := mountImage(t.Context(), "/usr/bin/mount", img, nil, mnt, true); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
