@@ -22,8 +22,10 @@ import (
 // of the worker's. Copying the tool onto the run's own disk would do the
 // same, but pnpm is 21 MB in 1,354 files and Bun 100 MB: ~190 ms per run
 // for pnpm here (and its write-back at unmount), charged to the run's
-// ceiling; the shared image costs one read-only mount per run (~10 ms,
-// BenchmarkRunFixedCostTool), and making it is paid once per version.
+// ceiling; the shared image costs one read-only mount per run (~10 ms;
+// BenchmarkRunFixedCostTool: pnpm's fixed cost over npm's 38–49 ms with
+// the image, 62–63 ms with the mirror bound, within this loaded host's
+// noise), and making it is paid once per version (1–2.5 s here).
 //
 // Whatever is mounted must be the verified toolchain's bytes (the mirror
 // rule, verifyMirror): an image is checked against the toolchain, mounted,
