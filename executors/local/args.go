@@ -68,6 +68,10 @@ type Paths struct {
 	// /dev itself is read-only: nothing a step writes lands outside the
 	// run's own file system.
 	Shm string
+	// InitFD, when positive, is the child's descriptor from which bwrap
+	// copies the sandbox's init (pid1.go) to SandboxInitPath: the step
+	// runs under it (--as-pid-1) instead of bwrap's own, dumpable init.
+	InitFD int
 }
 
 // EgressPaths are the host-side facts of an install step's proxy.
@@ -136,12 +140,18 @@ func bwrapArgs(opts Options, step validation.Step, paths Paths) (options, comman
 		a = append(a, "--seccomp", strconv.Itoa(paths.SeccompFD))
 	}
 	a = append(a, "--chdir", SandboxWorkspace)
+	if paths.InitFD > 0 {
+		a = append(a, "--as-pid-1")
+	}
 	cmd := slices.Clone(step.Argv)
 	if e := paths.Egress; e != nil {
 		cmd = egress.BridgeArgv(SandboxBridgePath, SandboxSocketPath, e.ReadyFD, cmd)
 	}
 	if paths.GuardFD > 0 || (paths.TokenFD > 0 && paths.StartFD > 0) {
 		cmd = startArgv(paths.GuardFD, paths.TokenFD, paths.StartFD, cmd)
+	}
+	if paths.InitFD > 0 {
+		cmd = initArgv(cmd)
 	}
 	return a, cmd
 }
@@ -210,6 +220,9 @@ func bwrapMounts(opts Options, paths Paths) []string {
 			"--perms", "0555", "--ro-bind-data", strconv.Itoa(e.BridgeFD), SandboxBridgePath,
 			"--ro-bind", e.SocketDir, SandboxSocketDir,
 		)
+	}
+	if paths.InitFD > 0 {
+		a = append(a, "--perms", sandboxInitPerms, "--ro-bind-data", strconv.Itoa(paths.InitFD), SandboxInitPath)
 	}
 	a = append(a, "--remount-ro", "/")
 	if paths.Shm != "" {

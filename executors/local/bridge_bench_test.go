@@ -58,22 +58,28 @@ func BenchmarkBridgeCopy(b *testing.B) {
 		} else {
 			extra = []string{"--ro-bind", bin, SandboxBridgePath}
 		}
-		argv := slices.Concat(base[:at], extra, base[at:])
-		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
-		cmd.Env, cmd.Dir, cmd.ExtraFiles = []string{}, box.dirs.Workspace, files
-		cmd.SysProcAttr = &syscall.SysProcAttr{
-			Credential: &syscall.Credential{Uid: box.opts.SandboxUID, Gid: box.opts.SandboxGID, Groups: []uint32{}},
-			Setpgid:    true,
-			Pdeathsig:  syscall.SIGKILL,
-		}
-		t0 := time.Now()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bwrap (copy %v): %v %s", copyIn, err, out)
-		}
-		return time.Since(t0)
+		return box.timeBwrap(b, slices.Concat(base[:at], extra, base[at:]), files)
 	}
 	alternate(b, "bind", "copy", run)
 	b.ReportMetric(float64(st.Size())/(1<<20), "binary-MiB")
+}
+
+// timeBwrap runs the bwrap argv as the box's uid, handed files, and
+// returns how long it took.
+func (box *bareBox) timeBwrap(b *testing.B, argv []string, files []*os.File) time.Duration {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
+	cmd.Env, cmd.Dir, cmd.ExtraFiles = []string{}, box.dirs.Workspace, files
+	cmd.SysProcAttr = &syscall.SysProcAttr{
+		Credential: &syscall.Credential{Uid: box.opts.SandboxUID, Gid: box.opts.SandboxGID, Groups: []uint32{}},
+		Setpgid:    true,
+		Pdeathsig:  syscall.SIGKILL,
+	}
+	t0 := time.Now()
+	if out, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("bwrap: %v %s", err, out)
+	}
+	return time.Since(t0)
 }

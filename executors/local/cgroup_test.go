@@ -300,7 +300,7 @@ func TestCgroupV2Hierarchy(t *testing.T) {
 		Plan: validation.Plan{Steps: []validation.Step{
 			shStep("test", "setsid sleep 100000 & sleep 2; echo done", 10*time.Second),
 			// A second step in the same cgroup, stopped by its
-			// timeout: SIGTERM reaches the step, not bwrap's init.
+			// timeout: SIGTERM reaches the step, not the sandbox's init.
 			shStep("lint", `trap 'echo cleaned up; exit 0' TERM; sleep 1000 & wait`, time.Second),
 		}},
 	})

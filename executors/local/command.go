@@ -140,6 +140,12 @@ func (s *sandbox) bwrapArgv(sr stepRun, cg *stepCgroup, proxy *stepProxy, hs *ha
 			return nil, err
 		}
 	}
+	// Every sandboxed step runs under gilf's init, or not at all.
+	var err error
+	if hs.init, err = openInit(); err != nil {
+		return nil, fmt.Errorf("step %s: %w", sr.step.Name, err)
+	}
+	paths.InitFD = files.add(hs.init)
 	// Every sandboxed step runs under the seccomp filter, or not at all.
 	f, err := seccompFile()
 	if err != nil {

@@ -98,10 +98,8 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 	if err := os.Mkdir(d.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("disk mount point: %w", err)
 	}
-	mount := exec.CommandContext(ctx, tools.mount, "-t", "ext4", "-o", "loop,nosuid,nodev,noatime", d.image, d.dir)
-	mount.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
-	if out, err := mount.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("mount the disk image: %w: %s", err, firstLine(string(out)))
+	if err := mountImage(ctx, tools.mount, d.image, nil, d.dir, false); err != nil {
+		return nil, err
 	}
 	// The file system's root: traversable, not listable, by others.
 	if err := os.Chmod(d.dir, 0o711); err != nil {
@@ -113,6 +111,42 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 	return d, nil
 }
 
+// mountImage loop-mounts the ext4 image at dir, read-only when ro. With f
+// set, the image is the file f holds (image is then only its name): the
+// file mounted is the one the caller opened, whatever is at its path now.
+func mountImage(ctx context.Context, mountPath, image string, f *os.File, dir string, ro bool) error {
+	opts := "loop,nosuid,nodev,noatime"
+	if ro {
+		opts += ",ro"
+	}
+	src := image
+	if f != nil {
+		src = "/proc/self/fd/3"
+	}
+	mount := exec.CommandContext(ctx, mountPath, "-t", "ext4", "-o", opts, src, dir)
+	if f != nil {
+		mount.ExtraFiles = []*os.File{f}
+	}
+	mount.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	if out, err := mount.CombinedOutput(); err != nil {
+		return fmt.Errorf("mount the disk image: %w: %s", err, firstLine(string(out)))
+	}
+	return nil
+}
+
+// unmountDir detaches the file system mounted at dir, lazily when it is
+// busy; nothing mounted there is no error.
+func unmountDir(dir string) error {
+	err := unix.Unmount(dir, 0)
+	if errors.Is(err, unix.EBUSY) {
+		err = unix.Unmount(dir, unix.MNT_DETACH)
+	}
+	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return err
+	}
+	return nil
+}
+
 // runMkfs formats image (an existing file of the disk's size) with inodes
 // inodes; dryRun (mkfs -n) only checks that it could, writing nothing.
 // No journal (the file system dies with the run), no reserved blocks,
@@ -120,11 +154,18 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 // sizes are fixed, so that what fits does not depend on the host's
 // mke2fs.conf.
 func runMkfs(ctx context.Context, mkfsPath, image string, inodes int64, dryRun bool) error {
-	args := []string{"-q", "-F", "-t", "ext4", "-b", "4096", "-I", "256", "-O", "^has_journal", "-m", "0",
-		"-N", strconv.FormatInt(inodes, 10), "-E", "lazy_itable_init=1,nodiscard", image}
+	var pre []string
 	if dryRun {
-		args = append([]string{"-n"}, args...)
+		pre = []string{"-n"}
 	}
+	return mkfsWith(ctx, mkfsPath, image, inodes, pre...)
+}
+
+// mkfsWith is runMkfs's mkfs.ext4 with extra options first (-n, or -d DIR
+// to fill the file system from DIR).
+func mkfsWith(ctx context.Context, mkfsPath, image string, inodes int64, extra ...string) error {
+	args := append(append([]string{}, extra...), "-q", "-F", "-t", "ext4", "-b", "4096", "-I", "256", "-O", "^has_journal", "-m", "0",
+		"-N", strconv.FormatInt(inodes, 10), "-E", "lazy_itable_init=1,nodiscard", image)
 	mkfs := exec.CommandContext(ctx, mkfsPath, args...)
 	mkfs.Env = []string{"PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 	if out, err := mkfs.CombinedOutput(); err != nil {
@@ -188,11 +229,7 @@ func checkDiskFits(ctx context.Context, mkfsPath, dir string, l DiskLimit) error
 // -o loop sets autoclear). Every process of the run is dead by now; a
 // lazy detach covers a descriptor that escaped every kill.
 func (d *runDisk) unmount() error {
-	err := unix.Unmount(d.dir, 0)
-	if errors.Is(err, unix.EBUSY) {
-		err = unix.Unmount(d.dir, unix.MNT_DETACH)
-	}
-	if err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+	if err := unmountDir(d.dir); err != nil {
 		return fmt.Errorf("unmount the run's disk: %w", err)
 	}
 	return nil
@@ -238,7 +275,7 @@ const runPrefix = "gilf-local-"
 func (e *Executor) Sweep(ctx context.Context) (int, error) {
 	removed, err := workdir.Sweep(e.opts.WorkRoot, runPrefix, workdir.DefaultGrace, func(dir string) error {
 		d := &runDisk{dir: filepath.Join(dir, "fs")}
-		return d.unmount()
+		return errors.Join(unmountTool(filepath.Join(dir, toolMountName)), d.unmount())
 	})
 	n := len(removed)
 	if self, rerr := os.ReadFile("/proc/self/cgroup"); rerr == nil {

@@ -248,7 +248,7 @@ func TestInstallEgressIsTheProxyAlone(t *testing.T) {
 	test := validation.Step{Name: validation.StepTest, Argv: []string{"node", "-e", `
 const s = require("net").connect(3128, "127.0.0.1");
 s.on("connect", () => { console.log("proxy CONNECTED"); process.exit(0) });
-s.on("error", e => { console.log("proxy ERR " + e.code + " socket " + require("fs").existsSync("/run/gilf")); process.exit(3) });`}, Network: validation.NetworkNone, Timeout: time.Minute}
+s.on("error", e => { console.log("proxy ERR " + e.code + " socket " + require("fs").existsSync("/run/gilf/egress")); process.exit(3) });`}, Network: validation.NetworkNone, Timeout: time.Minute}
 	res := runPlan(t, e, repo(t, nil), install, test)
 	in := res.Steps[0]
 	wantStatus(t, in, validation.StatusPassed)

@@ -39,6 +39,9 @@ type Executor struct {
 	// up is the one pool of registry connections every install step's
 	// proxy shares.
 	up *egress.Upstreams
+	// images are the package managers' images this process checked
+	// (toolimage.go).
+	images checkedImages
 }
 
 // in reports whether id is one of the count ids from first.
@@ -213,6 +216,7 @@ func (r *run) prepare(ctx context.Context) error {
 	if err := r.takeWorkspace(ctx); err != nil {
 		return err
 	}
+	r.placeTool(ctx)
 	r.clock.mark("workspace")
 	if err := r.writeConfig(); err != nil {
 		return fmt.Errorf("prepare workspace: %w", err)
@@ -249,6 +253,36 @@ func (r *run) takeWorkspace(ctx context.Context) error {
 		r.res.Notes = append(r.res.Notes, fmt.Sprintf("not copied into the workspace (special files or hard links): %s", summarize(skipped, 10)))
 	}
 	return nil
+}
+
+// placeTool mounts the package manager's image in the run directory when
+// the run has a file system of its own (toolimage.go): its steps then bind
+// nothing of the worker's. Without one, they bind the mirror; so they do
+// when the image cannot be made or mounted (an mkfs.ext4 without -d, say),
+// and the record says what that shows.
+func (r *run) placeTool(ctx context.Context) {
+	if r.tool.src == "" || r.dirs.disk == nil || r.p.disk == nil {
+		return
+	}
+	img, err := r.e.toolImage(ctx, *r.p.disk, r.tool.src, r.tool.dir)
+	dir := ""
+	if err == nil {
+		dir, err = mountTool(ctx, *r.p.disk, img, r.dirs.Root)
+		img.Close()
+	}
+	if err != nil {
+		r.e.log.Warn("package manager image unusable; its mirror is bound instead", "manager", string(r.tool.manager), "error", err.Error())
+		r.res.Notes = append(r.res.Notes, ToolMirrorBoundNote(r.tool.manager))
+		return
+	}
+	r.dirs.Tool, r.tool.dir = dir, dir
+}
+
+// ToolMirrorBoundNote is what the record says when a package manager from
+// the toolchain is bound from its mirror on a run that has a file system of
+// its own.
+func ToolMirrorBoundNote(pm validation.PackageManager) string {
+	return fmt.Sprintf("%s is bound from the worker's mirror (its image could not be mounted): /proc/self/mountinfo inside shows that mirror's path on the worker's file system", validation.ToolBinary(pm))
 }
 
 // writeConfig writes the package manager's shims, the CA bundle and the

@@ -30,8 +30,9 @@ type handshake struct {
 	// step run once it is placed (startShim).
 	guardR, guardW *os.File
 	// args holds bwrap's options (--args); bridge is the bridge binary
-	// bwrap copies into the sandbox. Child only.
-	args, bridge *os.File
+	// and init the sandbox's init (pid1.go), both of which bwrap copies
+	// into the sandbox. Child only.
+	args, bridge, init *os.File
 	// proof is the step's proof that it ran in its sandbox (bwrap
 	// only).
 	proof *proof
@@ -146,7 +147,7 @@ func (h *handshake) active() bool { return h.blockW != nil }
 
 // closeChildEnds closes the descriptors only the child needs.
 func (h *handshake) closeChildEnds() {
-	child := []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp, &h.guardR, &h.args, &h.bridge}
+	child := []**os.File{&h.infoW, &h.blockR, &h.cgroupDir, &h.readyW, &h.seccomp, &h.guardR, &h.args, &h.bridge, &h.init}
 	if h.proof != nil {
 		child = append(child, &h.proof.tokenR, &h.proof.startW)
 	}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -29,26 +30,39 @@ import (
 // its parent process (maybeRunHelperAttack).
 const helperAttackArg = "__gilf-helper-attack"
 
-// maybeRunHelperAttack attacks the parent process (in an install step,
-// the egress bridge) and, as a control, a dumpable child of its own; it
-// prints "name result" lines and exits. TestMain calls it.
+// maybeRunHelperAttack, with helperAttackArg, attacks the parent process
+// (in an install step, the egress bridge), and with initAttackArg the
+// sandbox's pid 1 (attackInit); then, as a control, a dumpable child of
+// its own. It prints "name result" lines and exits. TestMain calls it.
 func maybeRunHelperAttack() {
-	if len(os.Args) < 2 || os.Args[1] != helperAttackArg {
+	if len(os.Args) < 2 {
 		return
 	}
-	parent := os.Getppid()
-	cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
-	fmt.Println("target-is-bridge", strings.Contains(string(cmdline), "__gilf-egress-bridge"))
-	attack("bridge", parent)
-	// The control: the same attacks on a process the attacker started
-	// succeed where the kernel alone decides.
+	switch os.Args[1] {
+	case helperAttackArg:
+		parent := os.Getppid()
+		cmdline, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", parent))
+		fmt.Println("target-is-bridge", strings.Contains(string(cmdline), "__gilf-egress-bridge"))
+		attackControl("bridge", parent)
+	case initAttackArg:
+		attackInit()
+	default:
+		return
+	}
+	os.Exit(0)
+}
+
+// attackControl attacks pid (as who), then, as the control, a process the
+// attacker started: the same attacks succeed there where the kernel alone
+// decides.
+func attackControl(who string, pid int) {
+	attack(who, pid)
 	child := exec.Command("/bin/sleep", "30")
 	if err := child.Start(); err == nil {
 		attack("control", child.Process.Pid)
 		child.Process.Kill()
 		child.Wait()
 	}
-	os.Exit(0)
 }
 
 // attack tries to read, write and rob pid, printing one line per try.
@@ -238,41 +252,160 @@ func footprint(run string) int64 {
 	return n
 }
 
-// hostTraceScript prints what a step can read of its sandbox's making.
-const hostTraceScript = `cat /proc/self/mountinfo /proc/self/cgroup
+// hostTraceScript prints what a step can read of its sandbox's making:
+// mountinfo first, up to mountinfoEnd.
+const hostTraceScript = `cat /proc/self/mountinfo; echo ` + mountinfoEnd + `
+cat /proc/self/cgroup
 for p in /proc/[0-9]*; do tr '\0' ' ' < "$p/cmdline" 2>/dev/null; echo; done
 cat /proc/self/environ | tr '\0' '\n'
 ls -la / /run /run/gilf /etc 2>&1`
 
+const mountinfoEnd = "__end_of_mountinfo__"
+
 // No host path and no worker pid inside: mountinfo, cgroup, every
 // process's command line, the environment, and every message of the run's
-// record name neither the worker's work root nor its pid.
+// record name neither the worker's work root (nor the toolchain's
+// directory) nor its pid. With a disk ceiling, in either tier, with npm
+// and with a package manager from the toolchain (its image). Without one,
+// mountinfo names the host directories bound in, and the record says so
+// (NoDiskHostPathsNote); everything else still names none; and with the
+// work root on a file system of its own, mountinfo names only paths
+// inside it, nothing above the work root.
 func TestNoHostPathInside(t *testing.T) {
-	root := workRoot(t)
-	e := newExec(t, Options{WorkRoot: root})
-	res := runPlan(t, e, repo(t, nil),
-		validation.Step{Name: validation.StepInstall, Argv: []string{"/bin/sh", "-c", hostTraceScript}, Network: validation.NetworkRegistry, Timeout: time.Minute},
-		shStep(validation.StepTest, hostTraceScript+"\ncd /no-such-dir\nexec /no-such-command", time.Minute))
-	pid := strconv.Itoa(os.Getpid())
-	texts := append([]string{}, res.Notes...)
-	for _, s := range res.Steps {
-		texts = append(texts, s.Reason, s.Output.Head, s.Output.Tail, s.Cwd)
-		if !strings.Contains(s.Output.Head, "/workspace") || !strings.Contains(s.Output.Head, "bwrap --args") {
-			t.Errorf("step %s (%s, %s) did not print its mountinfo and command lines:\n%s", s.Name, s.Status, s.Reason, s.Output.Head)
+	for _, tc := range []struct {
+		name string
+		opts Options
+		tier validation.Tier
+		pnpm bool
+		// disk: the run has its own file system; ownFS: the work root
+		// is a file system of its own (a tmpfs).
+		disk, ownFS bool
+	}{
+		{name: "read-only npm", tier: validation.TierReadOnly, disk: true},
+		{name: "read-only pnpm", tier: validation.TierReadOnly, disk: true, pnpm: true},
+		{name: "no-network pnpm", opts: Options{CgroupRoot: "EMPTY"}, tier: validation.TierNoNetwork, disk: true, pnpm: true},
+		{name: "no disk ceiling pnpm", opts: Options{CgroupRoot: "EMPTY", Disk: DiskLimit{Bytes: -1}}, tier: validation.TierNoNetwork, pnpm: true},
+		{name: "no disk ceiling, work root on its own file system", opts: Options{Disk: DiskLimit{Bytes: -1}}, tier: validation.TierReadOnly, ownFS: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := tc.opts
+			if opts.CgroupRoot == "EMPTY" {
+				opts.CgroupRoot = t.TempDir()
+			}
+			opts.WorkRoot = workRoot(t)
+			if tc.ownFS {
+				if err := unix.Mount("gilf-test", opts.WorkRoot, "tmpfs", unix.MS_NOSUID|unix.MS_NODEV, "mode=0711,size=64m"); err != nil {
+					t.Fatalf("mount a tmpfs at the work root: %v", err)
+				}
+				t.Cleanup(func() {
+					if err := unix.Unmount(opts.WorkRoot, 0); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			toolchainDir := t.TempDir()
+			plan := validation.Plan{PackageManager: validation.NPM}
+			trace := hostTraceScript
+			if tc.pnpm {
+				opts.Tools = fakeToolchain(t, toolchainDir)
+				plan.PackageManager = validation.PNPM
+				plan.Tool = validation.ToolRequest{Manager: validation.PNPM, Version: "9.1.0"}
+				trace += "\npnpm"
+			}
+			e := newExec(t, opts)
+			if tc.pnpm {
+				// A package manager's mirror is kept for later runs.
+				t.Cleanup(func() {
+					if err := os.RemoveAll(filepath.Join(opts.WorkRoot, toolsDirName)); err != nil {
+						t.Error(err)
+					}
+				})
+			}
+			plan.Steps = []validation.Step{
+				{Name: validation.StepInstall, Argv: []string{"/bin/sh", "-c", trace}, Network: validation.NetworkRegistry, Timeout: time.Minute},
+				shStep(validation.StepTest, trace+"\ncd /no-such-dir\nexec /no-such-command", time.Minute),
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := e.Run(ctx, executors.Request{Plan: plan, Dir: repo(t, nil)})
+			if err != nil {
+				t.Fatalf("Run: %v", err)
+			}
+			if res.Tier != tc.tier {
+				t.Errorf("tier %s, want %s", res.Tier, tc.tier)
+			}
+			pid := strconv.Itoa(os.Getpid())
+			texts := append([]string{}, res.Notes...)
+			var mountinfo []string
+			for _, s := range res.Steps {
+				out := s.Output.Head + s.Output.Tail
+				mi, rest, ok := strings.Cut(out, mountinfoEnd)
+				if !ok || !strings.Contains(mi, " /workspace ") || !strings.Contains(rest, SandboxInitPath+" -c") {
+					t.Errorf("step %s (%s, %s) did not print its mountinfo and command lines:\n%s", s.Name, s.Status, s.Reason, out)
+				}
+				if tc.pnpm {
+					if !strings.Contains(rest, "pnpm-9.1.0") {
+						t.Errorf("step %s: pnpm did not run:\n%s", s.Name, rest)
+					}
+					if tc.disk && !mountedFromRoot(mi, SandboxToolDir) {
+						t.Errorf("step %s: %s is not the root of a file system of its own:\n%s", s.Name, SandboxToolDir, mi)
+					}
+				}
+				mountinfo = append(mountinfo, mi)
+				texts = append(texts, s.Reason, rest, s.Cwd)
+			}
+			noted := slices.Contains(res.Notes, NoDiskHostPathsNote)
+			if noted == tc.disk {
+				t.Errorf("the note of host paths in mountinfo: %v, with a disk ceiling: %v; notes %q", noted, tc.disk, res.Notes)
+			}
+			bad := []string{opts.WorkRoot, toolchainDir, runPrefix + pid}
+			if tc.opts.CgroupRoot == "" {
+				// (The tier's note names a cgroup root given, here
+				// a temporary directory.)
+				bad = append(bad, os.TempDir()+"/")
+			}
+			if tc.disk || tc.ownFS {
+				texts = append(texts, mountinfo...)
+			} else {
+				// The note is true: mountinfo shows the work root.
+				for _, mi := range mountinfo {
+					if !strings.Contains(mi, opts.WorkRoot+"/") {
+						t.Errorf("without a disk ceiling, mountinfo does not show the work root %s:\n%s", opts.WorkRoot, mi)
+					}
+					for _, b := range []string{toolchainDir, runPrefix + pid} {
+						if strings.Contains(mi, b) {
+							t.Errorf("mountinfo shows %q:\n%s", b, mi)
+						}
+					}
+				}
+			}
+			for _, text := range texts {
+				for _, b := range bad {
+					if i := strings.Index(text, b); i >= 0 {
+						t.Errorf("the record shows %q: …%s…", b, text[max(0, i-80):min(len(text), i+80)])
+					}
+				}
+				for _, line := range strings.Split(text, "\n") {
+					if strings.Contains(line, ":/gilf-") && strings.Contains(line, pid) {
+						t.Errorf("a cgroup line names the worker's pid %s: %s", pid, line)
+					}
+				}
+			}
+		})
+	}
+}
+
+// mountedFromRoot reports whether the mount at point (the last one there,
+// which hides the others) is the root of its file system: mountinfo's
+// field 4, the root inside the source, is "/".
+func mountedFromRoot(mountinfo, point string) bool {
+	root := ""
+	for _, line := range strings.Split(mountinfo, "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == point {
+			root = f[3]
 		}
 	}
-	for _, text := range texts {
-		for _, bad := range []string{root, os.TempDir() + "/", runPrefix + pid} {
-			if i := strings.Index(text, bad); i >= 0 {
-				t.Errorf("the record shows %q: …%s…", bad, text[max(0, i-80):min(len(text), i+80)])
-			}
-		}
-		for _, line := range strings.Split(text, "\n") {
-			if strings.Contains(line, ":/gilf-") && strings.Contains(line, pid) {
-				t.Errorf("a cgroup line names the worker's pid %s: %s", pid, line)
-			}
-		}
-	}
+	return root == "/"
 }
 
 // A failing setup's message goes to the worker's log, not to the pull

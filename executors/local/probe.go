@@ -222,8 +222,15 @@ func (p *prober) grade(ctx context.Context, res *probed) {
 	}
 	if res.disk != nil {
 		res.notes = append(res.notes, fmt.Sprintf("disk ceiling in force per run: %d bytes, %d inodes (its own ext4 file system)", p.opts.Disk.Bytes, p.opts.Disk.Inodes))
+	} else {
+		res.notes = append(res.notes, NoDiskHostPathsNote)
 	}
 }
+
+// NoDiskHostPathsNote is what the record says of a run without a file
+// system of its own: a bind mount shows, in /proc/self/mountinfo, its
+// source's path inside the file system it is on (docs/sandbox-bypasses.md).
+const NoDiskHostPathsNote = "without a disk ceiling the sandbox's workspace, HOME and TMPDIR, and a package manager from the toolchain, are directories of the worker's bound in: /proc/self/mountinfo inside shows their paths on the worker's file system"
 
 // direct checks that tier none can at least run a process as the sandbox
 // uid.

@@ -28,7 +28,7 @@ import (
 //     (never in an argv or the environment, so nothing the step runs could
 //     have known it), and the shim writes it back on another pipe, with
 //     its own pid, before it runs the step. The pid must be 2, the first
-//     child of bwrap's init in a new pid namespace.
+//     child of the sandbox's init (pid1.go) in a new pid namespace.
 //
 // A step without both fails as gilf's own error, SetupError
 // (sandbox_setup_failed), never as a result: not a pass, not a failure of
@@ -39,7 +39,7 @@ import (
 const CodeSandboxSetupFailed = "sandbox_setup_failed"
 
 // sandboxStepPid is the pid the sandbox's first process has in its own pid
-// namespace: bwrap's init is 1.
+// namespace: the sandbox's init (pid1.go) is 1.
 const sandboxStepPid = 2
 
 // proofMaxBytes bounds what gilf reads from the start and info pipes.

@@ -54,6 +54,9 @@ type toolMount struct {
 	notes   []string
 	// manager is the package manager mounted ("" for none).
 	manager validation.PackageManager
+	// src is the verified toolchain tree dir mirrors, for a package
+	// manager the toolchain provided ("" otherwise).
+	src string
 	// release frees the mirror the run holds (nil for none).
 	release func()
 }
@@ -133,7 +136,7 @@ func (e *Executor) toolFor(ctx context.Context, dir string, tr validation.ToolRe
 			return toolMount{}, fmt.Errorf("prepare %s: %w", tr.Manager, err)
 		}
 		note := fmt.Sprintf("%s %s provided by gilf (%s; %s)", bin, t.Version, describeSource(tr), t.Integrity)
-		return toolMount{dir: mirror, version: t.Version, notes: []string{note}, release: release}, nil
+		return toolMount{dir: mirror, src: t.Dir, version: t.Version, notes: []string{note}, release: release}, nil
 	}
 	v, ok := hostToolVersion(bin, e.opts.Env["PATH"])
 	if !ok {

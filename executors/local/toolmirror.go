@@ -192,6 +192,11 @@ func sweepMirrors(root, keep string) ([]string, error) {
 		for _, de := range des {
 			dir := filepath.Join(root, m.Name(), de.Name())
 			switch {
+			case !de.IsDir() && strings.HasPrefix(de.Name(), ".tmp-"):
+				// An image left half-made by a dead run.
+				if fi, err := de.Info(); err == nil && time.Since(fi.ModTime()) > time.Hour {
+					errs = append(errs, os.Remove(dir))
+				}
 			case !de.IsDir():
 			case strings.HasPrefix(de.Name(), ".tmp-"):
 				// Being made by a live run, or left by a dead one:
@@ -238,6 +243,11 @@ func removeUnheld(dir string) (bool, error) {
 		return false, err
 	}
 	if err := os.RemoveAll(dir); err != nil {
+		return false, err
+	}
+	// Its image goes with it (a run that still has it mounted keeps
+	// the file until it unmounts).
+	if err := os.Remove(dir + toolImageSuffix); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return false, err
 	}
 	return true, os.Remove(f.Name())

@@ -34,6 +34,9 @@ type runDirs struct {
 	// disk is the run's own file system, holding Workspace, Home and
 	// Tmp; nil without a disk ceiling.
 	disk *runDisk
+	// Tool, when set, is where the package manager's image is mounted
+	// (toolimage.go), unmounted with the run.
+	Tool string
 }
 
 // makeRunDirs is makeRunDirsOn without a disk ceiling.
@@ -237,8 +240,11 @@ func (d runDirs) remove() error {
 		return nil
 	}
 	var err error
+	if d.Tool != "" {
+		err = unmountTool(d.Tool)
+	}
 	if d.disk != nil {
-		err = d.disk.unmount()
+		err = errors.Join(err, d.disk.unmount())
 	}
 	if err != nil {
 		// Never remove below a file system still mounted: the image
