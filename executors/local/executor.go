@@ -271,7 +271,7 @@ func (r *run) placeTool(ctx context.Context) {
 		img.Close()
 	}
 	if err != nil {
-		r.e.log.Warn("package manager image unusable; its mirror is bound instead", "manager", string(r.tool.manager), "error", err.Error())
+		r.e.log.Warn("package manager image unusable; its mirror is bound instead", logkey.Manager, string(r.tool.manager), logkey.Err, err.Error())
 		r.res.Notes = append(r.res.Notes, ToolMirrorBoundNote(r.tool.manager))
 		return
 	}

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"sync"
 
+	"github.com/gilf-review/gilf/internal/logkey"
 	"golang.org/x/sys/unix"
 )
 
@@ -104,7 +105,7 @@ func (e *Executor) toolImage(ctx context.Context, tools diskTools, src, mirror s
 			return f, nil
 		}
 		f.Close()
-		e.log.Warn("tool image does not match the verified toolchain; making it again", "image", filepath.Base(img), "error", kerr.Error())
+		e.log.Warn("tool image does not match the verified toolchain; making it again", "image", filepath.Base(img), logkey.Err, kerr.Error())
 		if err := os.RemoveAll(img); err != nil {
 			return nil, fmt.Errorf("tool image: %w", err)
 		}
