@@ -38,29 +38,18 @@ type DayCost struct {
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]DayCost, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT `+d.drv.DayOf("started_at")+` AS day,
+	out, err := queryRows(ctx, d.r, func(rows *sql.Rows) (DayCost, error) {
+		var c DayCost
+		var usd sql.NullFloat64
+		err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens)
+		c.USD = floatPtr(usd)
+		return c, err
+	}, `SELECT `+d.drv.DayOf("started_at")+` AS day,
 			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
 		since.UnixMilli())
 	if err != nil {
-		return nil, fmt.Errorf("costs by day: %w", err)
-	}
-	defer rows.Close()
-	out := []DayCost{}
-	for rows.Next() {
-		var c DayCost
-		var usd sql.NullFloat64
-		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens); err != nil {
-			return nil, fmt.Errorf("costs by day: %w", err)
-		}
-		if usd.Valid {
-			v := usd.Float64
-			c.USD = &v
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("costs by day: %w", err)
 	}
 	return out, nil
