@@ -247,3 +247,15 @@ func scanOne[T any](rows *sql.Rows) (T, error) {
 	err := rows.Scan(&v)
 	return v, err
 }
+
+// pair is a row of two columns.
+type pair[A, B any] struct {
+	a A
+	b B
+}
+
+func scanPair[A, B any](rows *sql.Rows) (pair[A, B], error) {
+	var p pair[A, B]
+	err := rows.Scan(&p.a, &p.b)
+	return p, err
+}

@@ -86,7 +86,7 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 	n := 0
 	err := d.writeTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		batch, err := queryRows(ctx, tx, scanIDText, `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned
+		batch, err := queryRows(ctx, tx, scanPair[int64, string], `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned
 			JOIN jobs j ON j.id = r.job_id
 			WHERE r.output_pruned_at IS NULL AND r.finished_at < ? AND j.state NOT IN ('queued', 'running')
 			ORDER BY r.finished_at LIMIT ?`, cutoff, pruneRunBatch)
@@ -95,15 +95,15 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 		}
 		now := d.nowMs()
 		for _, r := range batch {
-			rec, err := stripOutput(r.text, "")
+			rec, err := stripOutput(r.b, "")
 			if err != nil {
-				return fmt.Errorf("run %d: %w", r.id, err)
+				return fmt.Errorf("run %d: %w", r.a, err)
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET record = ?, output_pruned_at = ? WHERE id = ?`, rec, now, r.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET record = ?, output_pruned_at = ? WHERE id = ?`, rec, now, r.a); err != nil {
 				return err
 			}
-			if err := stripShadow(ctx, tx, r.id); err != nil {
-				return fmt.Errorf("run %d: %w", r.id, err)
+			if err := stripShadow(ctx, tx, r.a); err != nil {
+				return fmt.Errorf("run %d: %w", r.a, err)
 			}
 			n++
 		}
@@ -112,30 +112,17 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 	return n, err
 }
 
-// idText is a row's id and a text column (a run's record, a shadow
-// telemetry's detail).
-type idText struct {
-	id   int64
-	text string
-}
-
-func scanIDText(rows *sql.Rows) (idText, error) {
-	var r idText
-	err := rows.Scan(&r.id, &r.text)
-	return r, err
-}
-
 func stripShadow(ctx context.Context, tx *sql.Tx, run int64) error {
-	details, err := queryRows(ctx, tx, scanIDText, `SELECT id, detail FROM shadow_telemetry WHERE run_id = ?`, run)
+	details, err := queryRows(ctx, tx, scanPair[int64, string], `SELECT id, detail FROM shadow_telemetry WHERE run_id = ?`, run)
 	if err != nil {
 		return err
 	}
 	for _, r := range details {
-		out, err := stripOutput(r.text, "record")
+		out, err := stripOutput(r.b, "record")
 		if err != nil {
-			return fmt.Errorf("shadow telemetry %d: %w", r.id, err)
+			return fmt.Errorf("shadow telemetry %d: %w", r.a, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE shadow_telemetry SET detail = ? WHERE id = ?`, out, r.id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE shadow_telemetry SET detail = ? WHERE id = ?`, out, r.a); err != nil {
 			return err
 		}
 	}
