@@ -14,7 +14,7 @@ import (
 
 // The writer connection runs with PRAGMA synchronous=NORMAL: a commit
 // writes its WAL frames and returns without an fsync. With
-// SynchronousFull the store then fsyncs the WAL itself before
+// SynchronousFull the store then fsyncs the WAL itself (fdatasync) before
 // it tells anyone the commit happened: the intake writer after each
 // batch, every other write transaction before it returns. An acknowledged
 // commit is therefore on disk, exactly as with synchronous=FULL, and a
@@ -75,7 +75,7 @@ func (w *walFile) sync() error {
 	if err := w.reopenIfUnlinked(); err != nil {
 		return w.fail(err)
 	}
-	if err := w.f.Sync(); err != nil {
+	if err := datasync(w.f); err != nil {
 		return w.fail(err)
 	}
 	return nil
