@@ -50,20 +50,9 @@ func (d *DB) JobDetail(ctx context.Context, id int64) (JobDetail, error) {
 		return out, err
 	}
 	out.History = hist[id]
-	rows, err := d.r.QueryContext(ctx, `SELECT id FROM runs WHERE job_id = ? ORDER BY id DESC LIMIT ?`, id, MaxAttemptsShown)
+	out.Runs, err = queryRows(ctx, d.r, scanOne[int64], `SELECT id FROM runs WHERE job_id = ? ORDER BY id DESC LIMIT ?`,
+		id, MaxAttemptsShown)
 	if err != nil {
-		return out, fmt.Errorf("job %d: runs: %w", id, err)
-	}
-	defer rows.Close()
-	out.Runs = []int64{}
-	for rows.Next() {
-		var r int64
-		if err := rows.Scan(&r); err != nil {
-			return out, fmt.Errorf("job %d: runs: %w", id, err)
-		}
-		out.Runs = append(out.Runs, r)
-	}
-	if err := rows.Err(); err != nil {
 		return out, fmt.Errorf("job %d: runs: %w", id, err)
 	}
 	return out, nil

@@ -59,29 +59,21 @@ func (d *DB) BaseSteps(ctx context.Context, key BaseKey, commands []string) (map
 	for _, c := range commands {
 		args = append(args, c)
 	}
-	rows, err := d.r.QueryContext(ctx, `SELECT command, result FROM base_results
+	rows, err := queryRows(ctx, d.r, scanPair[string, string], `SELECT command, result FROM base_results
 		WHERE repo = ? AND base_sha = ? AND executor = ? AND command IN (?`+strings.Repeat(", ?", len(commands)-1)+`)`, args...)
 	if err != nil {
 		return nil, fmt.Errorf("base steps of %s@%s: %w", key.Repo, key.SHA, err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var command, result string
-		if err := rows.Scan(&command, &result); err != nil {
-			return nil, fmt.Errorf("base steps of %s@%s: %w", key.Repo, key.SHA, err)
-		}
+	for _, r := range rows {
 		var s storedBaseStep
-		if err := json.Unmarshal([]byte(result), &s); err != nil {
-			return nil, fmt.Errorf("base step %q of %s@%s: %w", command, key.Repo, key.SHA, err)
+		if err := json.Unmarshal([]byte(r.b), &s); err != nil {
+			return nil, fmt.Errorf("base step %q of %s@%s: %w", r.a, key.Repo, key.SHA, err)
 		}
 		b := validation.BaseStep{Name: s.Name, Status: s.Status, ExitCode: s.ExitCode, Reason: s.Reason}
 		for _, f := range s.Failures {
 			b.Failures = append(b.Failures, validation.StepFailure{Name: f.Name, File: f.File, Line: f.Line, Key: f.Key})
 		}
-		out[command] = b
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("base steps of %s@%s: %w", key.Repo, key.SHA, err)
+		out[r.a] = b
 	}
 	return out, nil
 }

@@ -31,7 +31,10 @@ type encodedBody struct {
 
 // encodePool recycles encoding buffers of ordinary payloads: a fresh
 // buffer per delivery is zeroed and collected, which costs more than the
-// encoding itself.
+// encoding itself. What it buys, measured with bench/intake.sh -c 64 (1 /
+// 500 pull requests): without it SQLite made 0.07× / 0.08× a bare
+// net/http handler against 0.10× / 0.10× with it, in one series at load
+// average 14 (docs/store.md).
 var encodePool sync.Pool
 
 // maxPooledEncode bounds the buffers encodePool keeps.

@@ -47,23 +47,15 @@ type PendingCommand struct {
 // staleBefore (their worker stopped without finishing). Their bodies are
 // read too; one retention pruned is left out.
 func (d *DB) PendingCommands(ctx context.Context, since, staleBefore time.Time, limit int) ([]PendingCommand, error) {
-	rows, err := d.r.QueryContext(ctx, sqlPendingCommands, ms(since), ms(staleBefore), limit)
-	if err != nil {
-		return nil, fmt.Errorf("pending commands: %w", err)
-	}
-	var out []PendingCommand
-	for rows.Next() {
+	out, err := queryRows(ctx, d.r, func(rows *sql.Rows) (PendingCommand, error) {
 		var c PendingCommand
 		var inst, pr sql.NullInt64
 		var at int64
-		if err := rows.Scan(&c.ID, &inst, &c.Repo, &pr, &at, &c.Status, &c.Reason); err != nil {
-			rows.Close()
-			return nil, fmt.Errorf("pending commands: %w", err)
-		}
+		err := rows.Scan(&c.ID, &inst, &c.Repo, &pr, &at, &c.Status, &c.Reason)
 		c.InstallationID, c.PR, c.ReceivedAt = inst.Int64, int(pr.Int64), fromMs(at)
-		out = append(out, c)
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+		return c, err
+	}, sqlPendingCommands, ms(since), ms(staleBefore), limit)
+	if err != nil {
 		return nil, fmt.Errorf("pending commands: %w", err)
 	}
 	kept := out[:0]
@@ -146,20 +138,13 @@ type PRActivity struct {
 // since (the per-pull-request budget of commands and runs).
 func (d *DB) PRActivity(ctx context.Context, repo string, pr int, since time.Time) (PRActivity, error) {
 	var a PRActivity
-	rows, err := d.r.QueryContext(ctx, `SELECT r.started_at FROM runs r JOIN jobs j ON j.id = r.job_id
+	var err error
+	a.Runs, err = queryRows(ctx, d.r, func(rows *sql.Rows) (time.Time, error) {
+		at, err := scanOne[int64](rows)
+		return fromMs(at), err
+	}, `SELECT r.started_at FROM runs r JOIN jobs j ON j.id = r.job_id
 		WHERE j.repo = ?1 AND j.pr = ?2 AND r.started_at >= ?3 ORDER BY r.started_at`, repo, pr, ms(since))
 	if err != nil {
-		return a, fmt.Errorf("runs of %s#%d: %w", repo, pr, err)
-	}
-	for rows.Next() {
-		var at int64
-		if err := rows.Scan(&at); err != nil {
-			rows.Close()
-			return a, fmt.Errorf("runs of %s#%d: %w", repo, pr, err)
-		}
-		a.Runs = append(a.Runs, fromMs(at))
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
 		return a, fmt.Errorf("runs of %s#%d: %w", repo, pr, err)
 	}
 	err = d.r.QueryRowContext(ctx, sqlAnsweredCommands, ms(since), repo, pr, string(validation.DeliveryDone)).Scan(&a.Commands)

@@ -23,29 +23,18 @@ func (d *DB) SpendSince(ctx context.Context, executor string, since time.Time) (
 // CostsByDay groups the cost spans started at or after since by UTC day,
 // executor and lane, oldest day first.
 func (d *DB) CostsByDay(ctx context.Context, since time.Time) ([]CostDay, error) {
-	rows, err := d.r.QueryContext(ctx, `SELECT `+d.drv.DayOf("started_at")+` AS day,
+	out, err := queryRows(ctx, d.r, func(rows *sql.Rows) (CostDay, error) {
+		var c CostDay
+		var usd sql.NullFloat64
+		err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens)
+		c.USD = floatPtr(usd)
+		return c, err
+	}, `SELECT `+d.drv.DayOf("started_at")+` AS day,
 			executor, lane, COUNT(*), COUNT(usd), SUM(usd), COALESCE(SUM(finished_at - started_at), 0) / 1000.0,
 			COALESCE(SUM(input_tokens), 0), COALESCE(SUM(output_tokens), 0)
 		FROM cost_spans WHERE started_at >= ? GROUP BY day, executor, lane ORDER BY day, executor, lane`,
 		since.UnixMilli())
 	if err != nil {
-		return nil, fmt.Errorf("costs by day: %w", err)
-	}
-	defer rows.Close()
-	out := []CostDay{}
-	for rows.Next() {
-		var c CostDay
-		var usd sql.NullFloat64
-		if err := rows.Scan(&c.Day, &c.Executor, &c.Lane, &c.Spans, &c.Priced, &usd, &c.Seconds, &c.InputTokens, &c.OutputTokens); err != nil {
-			return nil, fmt.Errorf("costs by day: %w", err)
-		}
-		if usd.Valid {
-			v := usd.Float64
-			c.USD = &v
-		}
-		out = append(out, c)
-	}
-	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("costs by day: %w", err)
 	}
 	return out, nil

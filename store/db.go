@@ -150,10 +150,9 @@ func New(ctx context.Context, w, r *sql.DB, drv Driver, logger *slog.Logger, opt
 	if err := d.stmts.prepare(ctx, d); err != nil {
 		return nil, errors.Join(err, d.closePools())
 	}
-	life := context.WithoutCancel(ctx)
 	d.wg.Add(len(d.reqs))
 	for _, q := range d.reqs {
-		go d.writer(life, q)
+		go d.writer(context.WithoutCancel(ctx), q)
 	}
 	return d, nil
 }
@@ -210,3 +209,53 @@ func fromMs(v int64) time.Time {
 }
 
 func nullInt(v int64) sql.NullInt64 { return sql.NullInt64{Int64: v, Valid: v != 0} }
+
+// querier is a pool or a transaction.
+type querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+}
+
+// queryRows runs query on q and returns every row as scan reads it (an
+// empty, non-nil slice when there is none).
+func queryRows[T any](ctx context.Context, q querier, scan func(*sql.Rows) (T, error), query string, args ...any) ([]T, error) {
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	out := []T{}
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, errors.Join(err, rows.Close())
+		}
+		out = append(out, v)
+	}
+	return out, errors.Join(rows.Err(), rows.Close())
+}
+
+// floatPtr is a nullable column's value, nil when NULL.
+func floatPtr(v sql.NullFloat64) *float64 {
+	if !v.Valid {
+		return nil
+	}
+	return &v.Float64
+}
+
+// scanOne reads a row of one column.
+func scanOne[T any](rows *sql.Rows) (T, error) {
+	var v T
+	err := rows.Scan(&v)
+	return v, err
+}
+
+// pair is a row of two columns.
+type pair[A, B any] struct {
+	a A
+	b B
+}
+
+func scanPair[A, B any](rows *sql.Rows) (pair[A, B], error) {
+	var p pair[A, B]
+	err := rows.Scan(&p.a, &p.b)
+	return p, err
+}

@@ -43,6 +43,10 @@ type intakeRes struct {
 //
 // Intake is a group commit: a writer goroutine takes every delivery
 // waiting and records them in one transaction, one fsync for the batch.
+// What it buys, measured with bench/intake.sh -c 64 (1 / 500 pull
+// requests): one transaction per delivery (MaxBatch 1) made SQLite 0.03× /
+// 0.03× a bare net/http handler and PostgreSQL 0.01× / 0.02×, against
+// 0.10× / 0.10× and 0.08× / 0.04× with it in the next run (docs/store.md).
 // When one delivery fails inside a batch's transaction, the batch is
 // rolled back and each delivery is committed alone, so the bad one fails
 // alone.
@@ -103,19 +107,13 @@ func checkDelivery(del validation.Delivery, job *validation.JobSpec) error {
 }
 
 // queueOf is the writer queue of a delivery. Each pull request has one
-// (a hash of its repository and number), so one writer records all its
-// deliveries, in the order they came: the deliveries of a busy pull
-// request fill that writer's batches instead of taking turns on the pull
-// request's lock with the other writers of the replica, one commit each
-// (measured on PostgreSQL with one pull request). A delivery without a
-// job goes by its id.
+// (a hash of prKey), so one writer records all its deliveries, in the
+// order they came, and its new heads fill that writer's batches as a
+// chain; a delivery without a job goes by its id.
 func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
-	if len(d.reqs) == 1 {
-		return d.reqs[0]
-	}
 	h := fnv.New32a()
 	if r.job != nil {
-		h.Write([]byte(prKey(r.job))) // the key prLocks locks
+		h.Write([]byte(prKey(r.job)))
 	} else {
 		h.Write([]byte(r.d.ID))
 	}
@@ -124,8 +122,8 @@ func (d *DB) queueOf(r *intakeReq) chan *intakeReq {
 
 // writer takes one pending delivery of its queue, then every other
 // delivery already waiting there (up to MaxBatch), and commits them
-// together: a group commit, one fsync for the batch (answer). It
-// exits when the store closes.
+// together: a group commit, one fsync for the batch. It exits when the
+// store closes.
 func (d *DB) writer(ctx context.Context, reqs <-chan *intakeReq) {
 	defer d.wg.Done()
 	for {
@@ -169,6 +167,9 @@ func (d *DB) commitRows(ctx context.Context, batch []*intakeReq) []intakeRes {
 			}
 		}
 	case err != nil:
+		if errors.Is(err, ErrNotDurable) {
+			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", logkey.Err, err)
+		}
 		for i := range res {
 			res[i] = intakeRes{err: err}
 		}
@@ -185,109 +186,80 @@ type itemError struct {
 func (e *itemError) Error() string { return e.err.Error() }
 func (e *itemError) Unwrap() error { return e.err }
 
-// runBatch records a batch in one transaction: all or nothing. On
-// PostgreSQL a serialization conflict with another replica runs the whole
-// batch again (bounded by MaxSerializationRetries), and a batch that
-// queued a job notifies JobsChannel with its commit.
+// runBatch records a batch in one write transaction (writeTxWith: made
+// durable before it returns): all or nothing. A batch that queued a job
+// notifies the other replicas with its commit (Driver.Notify). A chain
+// that needs the plain statements (errFollowUp) runs the batch again
+// without chains.
 func (d *DB) runBatch(ctx context.Context, batch []*intakeReq, results []intakeRes) error {
-	withChains := true
-	for try := 1; ; try++ {
-		err := d.runBatchOnce(ctx, batch, results, withChains)
-		if errors.Is(err, errFollowUp) { // rolled back: one by one this time
-			withChains, try = false, try-1
-			continue
-		}
-		if err == nil || !d.retryable(err) || try >= MaxSerializationRetries {
-			return err
-		}
+	err := d.runBatchWith(ctx, batch, results, true)
+	if errors.Is(err, errFollowUp) {
+		err = d.runBatchWith(ctx, batch, results, false)
 	}
+	return err
 }
 
-func (d *DB) runBatchOnce(ctx context.Context, batch []*intakeReq, results []intakeRes, withChains bool) (err error) {
+func (d *DB) runBatchWith(ctx context.Context, batch []*intakeReq, results []intakeRes, withChains bool) error {
 	locks, byPR := prLocks(batch)
-	tx, err := d.w.BeginTx(ctx, d.drv.IntakeTx(byPR))
-	if err != nil {
-		return &beginError{err: err}
-	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, rollback(tx))
+	return d.writeTxWith(ctx, d.drv.IntakeTx(byPR), func(tx *sql.Tx) error {
+		if byPR && len(locks) > 0 {
+			if err := d.drv.LockPRs(ctx, tx, locks); err != nil {
+				return fmt.Errorf("lock pull requests: %w", err)
+			}
 		}
-	}()
-	if byPR && len(locks) > 0 {
-		if err := d.drv.LockPRs(ctx, tx, locks); err != nil {
-			return fmt.Errorf("lock pull requests: %w", err)
+		st := d.stmts.in(ctx, tx)
+		chainAt, done := map[int][]int{}, make([]bool, len(batch))
+		if withChains && byPR {
+			for _, g := range chains(batch) {
+				chainAt[g[0]] = g
+			}
 		}
-	}
-	st := d.stmts.in(ctx, tx)
-	queued := false
-	chainAt, done := map[int][]int{}, make([]bool, len(batch))
-	if withChains && byPR {
-		for _, g := range chains(batch) {
-			chainAt[g[0]] = g
-		}
-	}
-	for i, r := range batch {
-		if g, ok := chainAt[i]; ok {
-			if err := d.recordChain(ctx, tx, st, batch, g, results); err != nil {
-				if errors.Is(err, errFollowUp) {
+		queued := false
+		for i, r := range batch {
+			if g, ok := chainAt[i]; ok {
+				if err := d.recordChain(ctx, tx, st, batch, g, results); errors.Is(err, errFollowUp) {
 					return err
+				} else if err != nil {
+					return &itemError{i: i, err: err}
 				}
-				return &itemError{i: i, err: err}
+				for _, k := range g {
+					done[k] = true
+					queued = queued || claimable(results[k].res)
+				}
 			}
-			for _, k := range g {
-				done[k] = true
-				queued = queued || claimable(results[k].res)
+			if done[i] {
+				continue
 			}
+			res, err := d.recordTx(ctx, st, r)
+			if err != nil {
+				return &itemError{i: i, err: err} // the caller logs it, once
+			}
+			results[i] = intakeRes{res: res}
+			queued = queued || claimable(res) // a job it made claimable
 		}
-		if done[i] {
-			continue
+		if queued {
+			return d.drv.Notify(ctx, tx)
 		}
-		res, err := d.recordTx(ctx, st, r)
-		if err != nil {
-			return &itemError{i: i, err: err} // the caller logs it, once
-		}
-		results[i] = intakeRes{res: res}
-		queued = queued || claimable(res) // a job it made claimable
-	}
-	if queued {
-		if err := d.drv.Notify(ctx, tx); err != nil {
-			return fmt.Errorf("notify: %w", err)
-		}
-	}
-	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("commit: %w", err)
-	}
-	return nil
+		return nil
+	})
 }
 
-// answer makes the batch's commit durable and answers every delivery of
-// it — with its result, or with the sync's error.
+// answer answers every delivery of a batch.
 func (d *DB) answer(batch []*intakeReq, results []intakeRes) {
-	var err error
-	if slices.ContainsFunc(results, func(r intakeRes) bool { return r.err == nil }) {
-		if err = d.drv.Durable(); err != nil {
-			d.log.Error("fsync failed: acknowledged nothing of this group commit; intake refused until restart", logkey.Err, err)
-		}
-	}
 	for i, r := range batch {
-		res := results[i]
-		if res.err == nil && err != nil {
-			res = intakeRes{err: err}
-		}
-		r.done <- res
+		r.done <- results[i]
 	}
 }
+
+// prKey names a pull request: deliveries with one key share a writer
+// queue (queueOf) and a chain.
+func prKey(j *validation.JobSpec) string { return "pr:" + j.Repo + "#" + strconv.Itoa(j.PR) }
 
 // claimable reports whether recording a delivery made a job claimable:
 // new, queued again, re-run.
 func claimable(res validation.RecordResult) bool {
 	return !res.Duplicate && res.JobState == string(StateQueued) || res.Rerun > 0
 }
-
-// prKey names a pull request: deliveries with one key share a writer
-// queue (queueOf) and an advisory lock (prLocks).
-func prKey(j *validation.JobSpec) string { return "pr:" + j.Repo + "#" + strconv.Itoa(j.PR) }
 
 // prLocks are the advisory lock keys of the pull requests a batch's jobs
 // belong to, sorted and distinct; byPR is false when a delivery also

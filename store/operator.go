@@ -73,26 +73,17 @@ func (d *DB) ListJobs(ctx context.Context, f JobFilter) ([]JobSummary, error) {
 	if limit > MaxListJobs {
 		return nil, fmt.Errorf("list jobs: limit %d is over %d", limit, MaxListJobs)
 	}
-	rows, err := d.r.QueryContext(ctx, `SELECT id, repo, pr, head_sha, state, attempts, reruns, triggers, reason,
-		last_error, created_at, updated_at FROM jobs
-		WHERE (?1 = '' OR state = ?1) AND (?2 = '' OR repo = ?2)
-		ORDER BY updated_at DESC, id DESC LIMIT ?3`, string(f.State), f.Repo, limit)
-	if err != nil {
-		return nil, fmt.Errorf("list jobs: %w", err)
-	}
-	defer rows.Close()
-	out := []JobSummary{}
-	for rows.Next() {
+	out, err := queryRows(ctx, d.r, func(rows *sql.Rows) (JobSummary, error) {
 		var j JobSummary
 		var created, updated int64
-		if err := rows.Scan(&j.ID, &j.Repo, &j.PR, &j.HeadSHA, &j.State, &j.Attempts, &j.Reruns, &j.Triggers,
-			&j.Reason, &j.LastError, &created, &updated); err != nil {
-			return nil, fmt.Errorf("list jobs: %w", err)
-		}
+		err := rows.Scan(&j.ID, &j.Repo, &j.PR, &j.HeadSHA, &j.State, &j.Attempts, &j.Reruns, &j.Triggers,
+			&j.Reason, &j.LastError, &created, &updated)
 		j.CreatedAt, j.UpdatedAt = fromMs(created), fromMs(updated)
-		out = append(out, j)
-	}
-	if err := rows.Err(); err != nil {
+		return j, err
+	}, `SELECT id, repo, pr, head_sha, state, attempts, reruns, triggers, reason, last_error, created_at, updated_at
+		FROM jobs WHERE (?1 = '' OR state = ?1) AND (?2 = '' OR repo = ?2)
+		ORDER BY updated_at DESC, id DESC LIMIT ?3`, string(f.State), f.Repo, limit)
+	if err != nil {
 		return nil, fmt.Errorf("list jobs: %w", err)
 	}
 	return out, nil

@@ -86,39 +86,24 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 	n := 0
 	err := d.writeTx(ctx, func(tx *sql.Tx) error {
 		n = 0
-		rows, err := tx.QueryContext(ctx, `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned JOIN jobs j ON j.id = r.job_id
+		batch, err := queryRows(ctx, tx, scanPair[int64, string], `SELECT r.id, r.record FROM runs r INDEXED BY runs_unpruned
+			JOIN jobs j ON j.id = r.job_id
 			WHERE r.output_pruned_at IS NULL AND r.finished_at < ? AND j.state NOT IN ('queued', 'running')
 			ORDER BY r.finished_at LIMIT ?`, cutoff, pruneRunBatch)
 		if err != nil {
 			return err
 		}
-		type run struct {
-			id     int64
-			record string
-		}
-		var batch []run
-		for rows.Next() {
-			var r run
-			if err := rows.Scan(&r.id, &r.record); err != nil {
-				rows.Close()
-				return err
-			}
-			batch = append(batch, r)
-		}
-		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-			return err
-		}
 		now := d.nowMs()
 		for _, r := range batch {
-			rec, err := stripOutput(r.record, "")
+			rec, err := stripOutput(r.b, "")
 			if err != nil {
-				return fmt.Errorf("run %d: %w", r.id, err)
+				return fmt.Errorf("run %d: %w", r.a, err)
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET record = ?, output_pruned_at = ? WHERE id = ?`, rec, now, r.id); err != nil {
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET record = ?, output_pruned_at = ? WHERE id = ?`, rec, now, r.a); err != nil {
 				return err
 			}
-			if err := stripShadow(ctx, tx, r.id); err != nil {
-				return fmt.Errorf("run %d: %w", r.id, err)
+			if err := stripShadow(ctx, tx, r.a); err != nil {
+				return fmt.Errorf("run %d: %w", r.a, err)
 			}
 			n++
 		}
@@ -128,29 +113,16 @@ func (d *DB) pruneRunBatch(ctx context.Context, cutoff int64) (int, error) {
 }
 
 func stripShadow(ctx context.Context, tx *sql.Tx, run int64) error {
-	rows, err := tx.QueryContext(ctx, `SELECT id, detail FROM shadow_telemetry WHERE run_id = ?`, run)
+	details, err := queryRows(ctx, tx, scanPair[int64, string], `SELECT id, detail FROM shadow_telemetry WHERE run_id = ?`, run)
 	if err != nil {
 		return err
 	}
-	details := map[int64]string{}
-	for rows.Next() {
-		var id int64
-		var detail string
-		if err := rows.Scan(&id, &detail); err != nil {
-			rows.Close()
-			return err
-		}
-		details[id] = detail
-	}
-	if err := errors.Join(rows.Err(), rows.Close()); err != nil {
-		return err
-	}
-	for id, detail := range details {
-		out, err := stripOutput(detail, "record")
+	for _, r := range details {
+		out, err := stripOutput(r.b, "record")
 		if err != nil {
-			return fmt.Errorf("shadow telemetry %d: %w", id, err)
+			return fmt.Errorf("shadow telemetry %d: %w", r.a, err)
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE shadow_telemetry SET detail = ? WHERE id = ?`, out, id); err != nil {
+		if _, err := tx.ExecContext(ctx, `UPDATE shadow_telemetry SET detail = ? WHERE id = ?`, out, r.a); err != nil {
 			return err
 		}
 	}

@@ -28,21 +28,12 @@ func (d *DB) QueueStats(ctx context.Context) (QueueStats, error) {
 	for _, st := range States {
 		s.Jobs[st] = 0
 	}
-	rows, err := d.r.QueryContext(ctx, `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
+	counts, err := queryRows(ctx, d.r, scanPair[State, int], `SELECT state, COUNT(*) FROM jobs GROUP BY state`)
 	if err != nil {
 		return QueueStats{}, fmt.Errorf("count jobs by state: %w", err)
 	}
-	defer rows.Close()
-	for rows.Next() {
-		var st string
-		var n int
-		if err := rows.Scan(&st, &n); err != nil {
-			return QueueStats{}, fmt.Errorf("count jobs by state: %w", err)
-		}
-		s.Jobs[State(st)] = n
-	}
-	if err := rows.Err(); err != nil {
-		return QueueStats{}, fmt.Errorf("count jobs by state: %w", err)
+	for _, c := range counts {
+		s.Jobs[c.a] = c.b
 	}
 	var oldest sql.NullInt64
 	if err := d.r.QueryRowContext(ctx, `SELECT MIN(next_attempt_at) FROM jobs INDEXED BY jobs_ready

@@ -196,19 +196,15 @@ func (e *driver) checkpointer(ctx context.Context) {
 	}
 }
 
-// checkpoint runs one checkpoint and returns SQLite's counts: the WAL's
-// frames, and how many of them are now in the database file (0, 0 when
-// it failed).
-func (e *driver) checkpoint(ctx context.Context, mode string) (logFrames, done int) {
-	var busy int
+// checkpoint runs one checkpoint, and logs it when it failed or (but
+// for PASSIVE, which gives way to the writer) left frames behind.
+func (e *driver) checkpoint(ctx context.Context, mode string) {
+	var busy, logFrames, done int
 	if err := e.ck.QueryRowContext(ctx, "PRAGMA wal_checkpoint("+mode+")").Scan(&busy, &logFrames, &done); err != nil {
 		e.log.Error("wal checkpoint failed", "mode", mode, logkey.Err, err)
-		return 0, 0
-	}
-	if busy != 0 && mode != "PASSIVE" {
+	} else if busy != 0 && mode != "PASSIVE" {
 		e.log.Warn("wal checkpoint incomplete", "mode", mode, "wal_frames", logFrames, "checkpointed", done)
 	}
-	return logFrames, done
 }
 
 func (e *driver) Engine() store.Engine { return store.EngineSQLite }
