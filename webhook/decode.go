@@ -194,15 +194,10 @@ func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
 		return true, objectPtr(s, depth, &p.PullRequest, (*prRef).member)
 	case 5:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "base")
-			if err != nil {
-				return false, err
-			}
-			if !ok {
-				return false, s.skip(depth)
-			}
-			p.BaseChanged = s.peek() != 'n'
-			return true, s.skip(depth)
+			return only(s, key, depth, "base", func() error {
+				p.BaseChanged = s.peek() != 'n'
+				return s.skip(depth)
+			})
 		})
 	case 6:
 		return true, s.repoList(depth, &p.RepositoriesRemoved)
@@ -234,39 +229,31 @@ func (c *checkRef) member(s *scanner, key []byte, depth int) (bool, error) {
 		return true, s.str(&c.HeadSHA)
 	case 3:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "id")
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				return true, s.integer64(&c.AppID)
-			}
-			return false, s.skip(depth)
+			return only(s, key, depth, "id", func() error { return s.integer64(&c.AppID) })
 		})
 	}
 	return false, s.skip(depth)
 }
 
 func (r *idRef) member(s *scanner, key []byte, depth int) (bool, error) {
-	ok, err := match(key, "id")
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		return true, s.integer64(&r.ID)
-	}
-	return false, s.skip(depth)
+	return only(s, key, depth, "id", func() error { return s.integer64(&r.ID) })
 }
 
 func (r *repoRef) member(s *scanner, key []byte, depth int) (bool, error) {
-	ok, err := match(key, "full_name")
+	return only(s, key, depth, "full_name", func() error { return s.str(&r.FullName) })
+}
+
+// only is the member function of an object of which one member is read,
+// name, by read; every other is skipped.
+func only(s *scanner, key []byte, depth int, name string, read func() error) (bool, error) {
+	ok, err := match(key, name)
 	if err != nil {
 		return false, err
 	}
-	if ok {
-		return true, s.str(&r.FullName)
+	if !ok {
+		return false, s.skip(depth)
 	}
-	return false, s.skip(depth)
+	return true, read()
 }
 
 func (pr *prRef) member(s *scanner, key []byte, depth int) (bool, error) {
@@ -296,14 +283,7 @@ func (pr *prRef) member(s *scanner, key []byte, depth int) (bool, error) {
 		})
 	case 4:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "ref")
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				return true, s.str(&pr.BaseRef)
-			}
-			return false, s.skip(depth)
+			return only(s, key, depth, "ref", func() error { return s.str(&pr.BaseRef) })
 		})
 	}
 	return false, s.skip(depth)
