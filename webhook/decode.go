@@ -140,16 +140,27 @@ func (s *scanner) object(depth int, member func(s *scanner, key []byte, depth in
 			}
 			seen = append(seen, key)
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.syntax("expected ',' or '}'")
+		if more, err := s.next('}'); !more || err != nil {
+			return err
 		}
 	}
+}
+
+// next reads what follows a member or an element: a ',' (more) or the
+// container's closing byte, end. Anything else is a syntax error.
+func (s *scanner) next(end byte) (more bool, err error) {
+	switch s.peek() {
+	case ',':
+		s.i++
+		return true, nil
+	case end:
+		s.i++
+		return false, nil
+	}
+	if end == '}' {
+		return false, s.syntax("expected ',' or '}'")
+	}
+	return false, s.syntax("expected ',' or ']'")
 }
 
 // match reports whether key is want, and fails when it only case-folds to
@@ -352,15 +363,13 @@ func (s *scanner) repoList(depth int, dst *[]repoRef) error {
 			return s.typeErr("object")
 		}
 		list = append(list, r)
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
+		more, err := s.next(']')
+		if err != nil {
+			return err
+		}
+		if !more {
 			*dst = list
 			return nil
-		default:
-			return s.syntax("expected ',' or ']'")
 		}
 	}
 }
@@ -640,14 +649,8 @@ func (s *scanner) skip(depth int) error {
 			if err := s.skip(depth + 1); err != nil {
 				return err
 			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return nil
-			default:
-				return s.syntax("expected ',' or '}'")
+			if more, err := s.next('}'); !more || err != nil {
+				return err
 			}
 		}
 	case c == '[':
@@ -663,14 +666,8 @@ func (s *scanner) skip(depth int) error {
 			if err := s.skip(depth + 1); err != nil {
 				return err
 			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return nil
-			default:
-				return s.syntax("expected ',' or ']'")
+			if more, err := s.next(']'); !more || err != nil {
+				return err
 			}
 		}
 	case c == '"':
