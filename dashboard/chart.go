@@ -120,35 +120,8 @@ func totals(rows []store.CostDay) []costTotal {
 // costChart lays out the chart of days days from since.
 func costChart(since time.Time, days int, rows []store.CostDay) chart {
 	c := chart{W: chartW, H: chartH, Left: chartLeft, Right: chartW - chartRight, Bottom: chartH - chartBottom, Empty: len(rows) == 0}
-	type dayCost struct {
-		usd      map[string]float64
-		unpriced int
-	}
-	perDay := make([]dayCost, days)
+	perDay, names := costDays(since, days, rows)
 	colors := map[string]string{}
-	var names []string
-	for _, r := range rows {
-		d, err := time.Parse(time.DateOnly, r.Day)
-		if err != nil {
-			continue
-		}
-		i := int(d.Sub(since) / (24 * time.Hour))
-		if i < 0 || i >= days {
-			continue
-		}
-		if _, ok := colors[r.Executor]; !ok {
-			names = append(names, r.Executor)
-			colors[r.Executor] = ""
-		}
-		if perDay[i].usd == nil {
-			perDay[i].usd = map[string]float64{}
-		}
-		if r.USD != nil {
-			perDay[i].usd[r.Executor] += *r.USD
-		}
-		perDay[i].unpriced += r.Spans - r.Priced
-	}
-	slices.Sort(names)
 	pal := palette()
 	for i, n := range names {
 		colors[n] = pal[i%len(pal)]
@@ -164,19 +137,8 @@ func costChart(since time.Time, days int, rows []store.CostDay) chart {
 	}
 	top := niceCeil(maxUSD)
 	plotH := float64(chartH - chartTop - chartBottom)
-	plotW := float64(chartW - chartLeft - chartRight)
-	// Enough decimals that the ticks (quarters of top) differ.
-	decimals := 2
-	for step := top / 4; decimals < 6; decimals++ {
-		if v := step * math.Pow(10, float64(decimals)); math.Abs(v-math.Round(v)) < 1e-9 {
-			break
-		}
-	}
-	for i := 0; i <= 4; i++ {
-		v := top * float64(i) / 4
-		c.Ticks = append(c.Ticks, tick{Y: chartTop + plotH*(1-float64(i)/4), Label: fmt.Sprintf("$%.*f", decimals, v)})
-	}
-	slot := plotW / float64(days)
+	c.Ticks = yTicks(top, plotH)
+	slot := float64(chartW-chartLeft-chartRight) / float64(days)
 	every := int(math.Ceil(float64(days) / 8))
 	for i, d := range perDay {
 		day := since.AddDate(0, 0, i)
@@ -201,6 +163,60 @@ func costChart(since time.Time, days int, rows []store.CostDay) chart {
 		}
 	}
 	return c
+}
+
+// dayCost is one day of the chart: dollars by executor and the spans
+// without a price.
+type dayCost struct {
+	usd      map[string]float64
+	unpriced int
+}
+
+// costDays buckets the rows into days days from since; names are the
+// executors that appear, sorted. Rows outside the range are left out.
+func costDays(since time.Time, days int, rows []store.CostDay) (perDay []dayCost, names []string) {
+	perDay = make([]dayCost, days)
+	seen := map[string]bool{}
+	for _, r := range rows {
+		d, err := time.Parse(time.DateOnly, r.Day)
+		if err != nil {
+			continue
+		}
+		i := int(d.Sub(since) / (24 * time.Hour))
+		if i < 0 || i >= days {
+			continue
+		}
+		if !seen[r.Executor] {
+			names = append(names, r.Executor)
+			seen[r.Executor] = true
+		}
+		if perDay[i].usd == nil {
+			perDay[i].usd = map[string]float64{}
+		}
+		if r.USD != nil {
+			perDay[i].usd[r.Executor] += *r.USD
+		}
+		perDay[i].unpriced += r.Spans - r.Priced
+	}
+	slices.Sort(names)
+	return perDay, names
+}
+
+// yTicks are the y axis's five ticks, 0 to top, on a plot plotH high,
+// with enough decimals that they differ.
+func yTicks(top, plotH float64) []tick {
+	decimals := 2
+	for step := top / 4; decimals < 6; decimals++ {
+		if v := step * math.Pow(10, float64(decimals)); math.Abs(v-math.Round(v)) < 1e-9 {
+			break
+		}
+	}
+	var ticks []tick
+	for i := 0; i <= 4; i++ {
+		v := top * float64(i) / 4
+		ticks = append(ticks, tick{Y: chartTop + plotH*(1-float64(i)/4), Label: fmt.Sprintf("$%.*f", decimals, v)})
+	}
+	return ticks
 }
 
 // niceCeil rounds v up to 1, 2 or 5 times a power of ten; 0 becomes 1, so

@@ -2,7 +2,6 @@ package excerpt
 
 import (
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 )
@@ -326,122 +325,6 @@ func parseUVU(lines []string, opts Options) []finding {
 		}
 		out = append(out, testFinding(i, title, lines[i:end], messageLines(lines[i+1:end], prefixedFrames), opts, prefixedFrames))
 		i = end - 1
-	}
-	return out
-}
-
-// parseAVA reads AVA's default reporter: a summary line per failed test,
-// "✘ [fail]: <title> <message>", then after a "─" the failures in
-// detail, each starting with its title alone on a line, then its
-// location (file:line, absent for an error thrown), a code frame, the
-// message and the stack. A failure whose detail is missing (cut from the
-// output) is still reported, by its summary line.
-// avaPrefixScan bounds the summaries parseAVA compares with one line.
-const avaPrefixScan = 16
-
-func parseAVA(lines []string, opts Options) []finding {
-	type failed struct {
-		summary string // title and message, as the summary line has them
-		pos     int
-		found   bool
-	}
-	var fails []*failed
-	for i, l := range lines {
-		if m := match(avaFail, l); m != nil {
-			fails = append(fails, &failed{summary: strings.TrimSpace(trailingTiming.ReplaceAllString(m[1], "")), pos: i})
-		}
-	}
-	if len(fails) == 0 {
-		return nil
-	}
-	// titleOf returns the failure whose title line l is: its summary is
-	// the title, or the title, a space and the message. Summaries are
-	// looked up in sorted order, so a line costs a binary search and at
-	// most avaPrefixScan comparisons.
-	bySummary := map[string][]*failed{}
-	for _, f := range fails {
-		bySummary[f.summary] = append(bySummary[f.summary], f)
-	}
-	sorted := make([]string, 0, len(bySummary))
-	for k := range bySummary {
-		sorted = append(sorted, k)
-	}
-	slices.Sort(sorted)
-	next := map[string]int{} // found failures are a prefix of each summary's
-	take := func(summary string) *failed {
-		q := bySummary[summary]
-		for next[summary] < len(q) && q[next[summary]].found {
-			next[summary]++
-		}
-		if next[summary] < len(q) {
-			return q[next[summary]]
-		}
-		return nil
-	}
-	titleOf := func(l string) *failed {
-		t := strings.TrimSpace(l)
-		if t == "" || len(l) > MaxLineBytes || match(avaFail, l) != nil {
-			return nil
-		}
-		if f := take(t); f != nil {
-			return f
-		}
-		i, _ := slices.BinarySearch(sorted, t+" ")
-		for k := i; k < len(sorted) && k < i+avaPrefixScan && strings.HasPrefix(sorted[k], t+" "); k++ {
-			if f := take(sorted[k]); f != nil {
-				return f
-			}
-		}
-		return nil
-	}
-	var out []finding
-	for i := fails[0].pos + 1; i < len(lines); i++ {
-		f := titleOf(lines[i])
-		if f == nil {
-			continue
-		}
-		title := strings.TrimSpace(lines[i])
-		end := i + 1
-		for end < len(lines) && match(avaSeparator, lines[end]) == nil && titleOf(lines[end]) == nil {
-			end++
-		}
-		body := lines[i+1 : end]
-		lm := []string(nil)
-		first := 0
-		for first < len(body) && blank(body[first]) {
-			first++
-		}
-		if first < len(body) {
-			lm = match(avaLocation, body[first])
-		}
-		var msg []string
-		for k, l := range body {
-			if lm != nil && k <= first {
-				continue
-			}
-			if _, ok := parseFrame(l, prefixedFrames); ok {
-				break
-			}
-			if len(l) <= MaxLineBytes && !avaCodeFrame.MatchString(l) {
-				msg = append(msg, l)
-			}
-		}
-		fd := testFinding(i, title, lines[i:end], msg, opts, prefixedFrames)
-		if lm != nil {
-			lineNo, _ := strconv.Atoi(lm[2])
-			if p, ok := repoPath(lm[1], opts); ok && lineNo > 0 {
-				fd.failure.Path, fd.failure.Line = p, lineNo
-				fd.annotations = []Annotation{frameAnnotation(p, frame{loc: lm[1], line: lineNo}, title, msg)}
-			}
-		}
-		out = append(out, fd)
-		f.found = true // AVA prints each failure's detail once
-		i = end - 1
-	}
-	for _, f := range fails {
-		if !f.found {
-			out = append(out, finding{pos: f.pos, failure: Failure{Title: oneLine(f.summary), Text: cutBytes(strings.TrimSpace(lines[f.pos]), MaxLineBytes)}})
-		}
 	}
 	return out
 }

@@ -189,36 +189,82 @@ type commentPayload struct {
 	} `json:"comment"`
 }
 
-// handle answers one command; an error is GitHub's or the store's.
+// handle answers one command; an error is GitHub's or the store's. Its
+// phases: the command is read from the delivery, held to the pull
+// request's budget and the commenter's permission, then acted on.
 func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validation.DeliveryStatus, string, error) {
-	ignored := func(why string) (validation.DeliveryStatus, string, error) {
+	cm, why := w.read(c)
+	if why != "" {
 		return validation.DeliveryIgnored, why, nil
 	}
-	var p commentPayload
-	if err := json.Unmarshal(c.Body, &p); err != nil {
-		return ignored("the comment could not be read: " + err.Error())
-	}
-	owner, name, ok := strings.Cut(c.Repo, "/")
-	if !ok || c.PR <= 0 || c.InstallationID == 0 || p.Comment.ID <= 0 {
-		return ignored("the delivery names no repository, pull request, installation or comment")
-	}
-	cmd, ok := validation.ParseCommand(p.Comment.Body, w.Slug)
-	login := p.Comment.User.Login
-	switch {
-	case !ok:
-		return ignored("not a gilf command")
-	case p.Comment.User.Type == "Bot" || (w.Slug != "" && strings.EqualFold(login, w.Slug+"[bot]")):
-		return ignored("a comment by a bot")
-	}
-	j := Job{InstallationID: c.InstallationID, Owner: owner, Repo: name, Number: c.PR}
-	act, err := w.Runs.Activity(ctx, j, w.now().Add(-budgetWindow))
+	act, err := w.Runs.Activity(ctx, cm.job, w.now().Add(-budgetWindow))
 	if err != nil {
 		return "", "", err
 	}
 	if act.Commands >= MaxCommandsPerHour {
-		return ignored(fmt.Sprintf("over %d answered commands on this pull request in an hour; not answered", MaxCommandsPerHour))
+		return validation.DeliveryIgnored, fmt.Sprintf("over %d answered commands on this pull request in an hour; not answered", MaxCommandsPerHour), nil
 	}
-	say := func(reason, body string) (validation.DeliveryStatus, string, error) {
+	say := w.sayer(ctx, c, cm.job)
+	reason, refusal, err := w.refuse(ctx, cm, act)
+	if err != nil {
+		return "", "", err
+	}
+	if reason != "" {
+		return say(reason, refusal)
+	}
+	if err := w.GitHub.React(ctx, cm.job, cm.commentID); err != nil {
+		w.Logger.Warn("reaction to a command failed", logkey.DeliveryID, c.ID, logkey.Err, err)
+	}
+	switch cm.Name {
+	case validation.CommandHelp:
+		return say("help", w.help())
+	case validation.CommandUnknown:
+		return say("unknown command", fmt.Sprintf("gilf does not know %s.\n\n%s", code(cm.Word), w.help()))
+	case validation.CommandExplain:
+		return w.explain(ctx, cm.job, cm.Arg, say)
+	}
+	return w.rerun(ctx, cm, say)
+}
+
+// command is a command read from its delivery: what was asked, by whom,
+// in which comment, on which pull request.
+type command struct {
+	validation.Command
+	login     string
+	commentID int64
+	job       Job
+}
+
+// read reads the command of c; why says why it is ignored, "" when it
+// is not.
+func (w *CommandWorker) read(c CommandDelivery) (cm command, why string) {
+	var p commentPayload
+	if err := json.Unmarshal(c.Body, &p); err != nil {
+		return cm, "the comment could not be read: " + err.Error()
+	}
+	owner, name, ok := strings.Cut(c.Repo, "/")
+	if !ok || c.PR <= 0 || c.InstallationID == 0 || p.Comment.ID <= 0 {
+		return cm, "the delivery names no repository, pull request, installation or comment"
+	}
+	parsed, ok := validation.ParseCommand(p.Comment.Body, w.Slug)
+	login := p.Comment.User.Login
+	switch {
+	case !ok:
+		return cm, "not a gilf command"
+	case p.Comment.User.Type == "Bot" || (w.Slug != "" && strings.EqualFold(login, w.Slug+"[bot]")):
+		return cm, "a comment by a bot"
+	}
+	return command{Command: parsed, login: login, commentID: p.Comment.ID,
+		job: Job{InstallationID: c.InstallationID, Owner: owner, Repo: name, Number: c.PR}}, ""
+}
+
+// sayFunc answers a command with a comment: reason is recorded, body posted.
+type sayFunc func(reason, body string) (validation.DeliveryStatus, string, error)
+
+// sayer answers c on j's pull request, with the worker's secrets kept out
+// of the comment.
+func (w *CommandWorker) sayer(ctx context.Context, c CommandDelivery, j Job) sayFunc {
+	return func(reason, body string) (validation.DeliveryStatus, string, error) {
 		body, leak := GuardOutput(body, w.Secrets)
 		if !leak.Passed {
 			w.Logger.Error("secret found in a command's answer before posting; redacted", logkey.DeliveryID, c.ID, logkey.Detail, leak.Detail)
@@ -228,42 +274,41 @@ func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validati
 		}
 		return validation.DeliveryDone, reason, nil
 	}
-	level, err := w.GitHub.Permission(ctx, j, login)
+}
+
+// refuse is why cm is refused, with the answer to post: the commenter
+// has no write access, or a command that starts a run is over the pull
+// request's runs of the last hour; "" when it is not.
+func (w *CommandWorker) refuse(ctx context.Context, cm command, act Activity) (reason, body string, err error) {
+	level, err := w.GitHub.Permission(ctx, cm.job, cm.login)
 	if err != nil {
 		return "", "", err
 	}
 	if level != "admin" && level != "write" {
-		return say(fmt.Sprintf("refused: @%s has %s permission", login, orNone(level)),
-			fmt.Sprintf("@%s gilf takes commands only from people with write access to this repository; nothing was run.", login))
+		return fmt.Sprintf("refused: @%s has %s permission", cm.login, orNone(level)),
+			fmt.Sprintf("@%s gilf takes commands only from people with write access to this repository; nothing was run.", cm.login), nil
 	}
-	startsRun := cmd.Name == validation.CommandRerun || cmd.Name == validation.CommandReview
-	if startsRun {
-		if limit := w.runsPerHour(); len(act.Runs) >= limit {
-			again := act.Runs[len(act.Runs)-limit].Add(budgetWindow)
-			return say(fmt.Sprintf("over budget: %d runs in the last hour", len(act.Runs)),
-				fmt.Sprintf("@%s this pull request had %d runs in the last hour; gilf runs at most %d per pull request per hour. It can run again after %s (in %s).",
-					login, len(act.Runs), limit, again.UTC().Format("15:04 UTC"), waitWords(again.Sub(w.now()))))
-		}
+	startsRun := cm.Name == validation.CommandRerun || cm.Name == validation.CommandReview
+	if limit := w.runsPerHour(); startsRun && len(act.Runs) >= limit {
+		again := act.Runs[len(act.Runs)-limit].Add(budgetWindow)
+		return fmt.Sprintf("over budget: %d runs in the last hour", len(act.Runs)),
+			fmt.Sprintf("@%s this pull request had %d runs in the last hour; gilf runs at most %d per pull request per hour. It can run again after %s (in %s).",
+				cm.login, len(act.Runs), limit, again.UTC().Format("15:04 UTC"), waitWords(again.Sub(w.now()))), nil
 	}
-	if err := w.GitHub.React(ctx, j, p.Comment.ID); err != nil {
-		w.Logger.Warn("reaction to a command failed", logkey.DeliveryID, c.ID, logkey.Err, err)
-	}
-	switch cmd.Name {
-	case validation.CommandHelp:
-		return say("help", w.help())
-	case validation.CommandUnknown:
-		return say("unknown command", fmt.Sprintf("gilf does not know %s.\n\n%s", code(cmd.Word), w.help()))
-	case validation.CommandExplain:
-		return w.explain(ctx, j, cmd.Arg, say)
-	}
-	pr, err := w.PRs.PullRequest(ctx, j)
+	return "", "", nil
+}
+
+// rerun queues the job of the pull request's head again (rerun, review).
+func (w *CommandWorker) rerun(ctx context.Context, cm command, say sayFunc) (validation.DeliveryStatus, string, error) {
+	pr, err := w.PRs.PullRequest(ctx, cm.job)
 	if err != nil {
 		return "", "", err
 	}
+	j := cm.job
 	j.HeadSHA = pr.HeadSHA
-	reason := fmt.Sprintf("re-run asked by @%s in a comment", login)
-	if cmd.Name == validation.CommandReview {
-		reason = fmt.Sprintf("%s by @%s in a comment", FullReviewReason, login)
+	reason := fmt.Sprintf("re-run asked by @%s in a comment", cm.login)
+	if cm.Name == validation.CommandReview {
+		reason = fmt.Sprintf("%s by @%s in a comment", FullReviewReason, cm.login)
 	}
 	id, found, queued, err := w.Runs.Rerun(ctx, j, reason)
 	switch {
@@ -274,7 +319,7 @@ func (w *CommandWorker) handle(ctx context.Context, c CommandDelivery) (validati
 	case !queued:
 		return say(fmt.Sprintf("job %d already queued or running", id), fmt.Sprintf("A run of %s is already queued or running.", code(shortHead(j.HeadSHA))))
 	}
-	return validation.DeliveryDone, fmt.Sprintf("%s: job %d queued again", cmd.Name, id), nil
+	return validation.DeliveryDone, fmt.Sprintf("%s: job %d queued again", cm.Name, id), nil
 }
 
 func (w *CommandWorker) runsPerHour() int {
@@ -285,7 +330,7 @@ func (w *CommandWorker) runsPerHour() int {
 }
 
 // explain posts one step's full excerpt from the head's last run.
-func (w *CommandWorker) explain(ctx context.Context, j Job, step string, say func(reason, body string) (validation.DeliveryStatus, string, error)) (validation.DeliveryStatus, string, error) {
+func (w *CommandWorker) explain(ctx context.Context, j Job, step string, say sayFunc) (validation.DeliveryStatus, string, error) {
 	pr, err := w.PRs.PullRequest(ctx, j)
 	if err != nil {
 		return "", "", err

@@ -263,6 +263,11 @@ type Result struct {
 // (GitHub, the sandbox API, the disk): the caller retries the job. Every
 // other ending — passed, failed, gap, skipped, refused, inconclusive — is
 // a Result.
+//
+// Its phases: the pull request is read and the check run queued,
+// validate runs everything up to the record, report adds what the hooks
+// and the semantic review say and renders the review, and post publishes
+// it while the head is still the pull request's.
 func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	log := JobLogger(p.Logger, j)
 	if j.InstallationID == 0 {
@@ -279,6 +284,19 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		log.Info("head moved on before validation", "current_head", pr.HeadSHA)
 		return Result{Record: NewRecord(RecordInput{Skipped: "the pull request head moved on to " + pr.HeadSHA + " before validation started"}), Stale: true}, nil
 	}
+	base := p.queued(ctx, j, log)
+	v, err := p.validate(ctx, j, pr, base)
+	if err != nil {
+		v.shadow.Stop() // nothing of this attempt is recorded
+		return Result{}, err
+	}
+	res, opts, sem := p.report(ctx, j, pr, v, log)
+	return p.post(ctx, j, base, v, sem, res, opts, log)
+}
+
+// queued is the check run's progress every later update starts from; a
+// ProgressPublisher shows it as queued at once.
+func (p *Pipeline) queued(ctx context.Context, j Job, log *slog.Logger) CheckProgress {
 	base := CheckProgress{HeadSHA: j.HeadSHA, DetailsURL: p.detailsURL(j)}
 	if pp, ok := p.Publisher.(ProgressPublisher); ok {
 		q := base
@@ -288,11 +306,13 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 			log.Warn("check run not created as queued", logkey.Err, err)
 		}
 	}
-	v, err := p.validate(ctx, j, pr, base)
-	if err != nil {
-		v.shadow.Stop() // nothing of this attempt is recorded
-		return Result{}, err
-	}
+	return base
+}
+
+// report makes the result of what validate produced: the operator's
+// misconfiguration counted, the hooks and the semantic review run, and
+// the review rendered with the worker's secrets kept out of it.
+func (p *Pipeline) report(ctx context.Context, j Job, pr PR, v validated, log *slog.Logger) (Result, RenderOptions, semanticResult) {
 	res := Result{Record: v.rec, Shadow: v.shadow, OriginRuns: v.originRuns}
 	if ref := res.Record.Refusal; ref != nil && res.Record.Outcome == validation.OutcomeError {
 		log.Error("gilf is not set up to validate this pull request; the operator must act", logkey.RefusalCode, ref.Code, logkey.Detail, ref.Msg)
@@ -320,8 +340,12 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 	if !leak.Passed {
 		log.Error("secret found in the review before posting; redacted", logkey.RefusalCode, leak.Code, logkey.Detail, leak.Detail)
 	}
+	return res, opts, sem
+}
 
-	// A result for a stale head is recorded, not posted.
+// post publishes the review and the check run. A result for a stale head
+// is recorded, not posted.
+func (p *Pipeline) post(ctx context.Context, j Job, base CheckProgress, v validated, sem semanticResult, res Result, opts RenderOptions, log *slog.Logger) (Result, error) {
 	now, err := p.PRs.PullRequest(ctx, j)
 	if err != nil {
 		return res, fmt.Errorf("re-read pull request before posting: %w", err)
@@ -332,6 +356,24 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		p.finishStale(ctx, j, base, now.HeadSHA, log)
 		return res, nil
 	}
+	if err := p.Publisher.Publish(ctx, j, p.publication(j, base, v, sem, res, opts)); err != nil {
+		if errors.Is(err, ErrStaleHead) {
+			res.Stale = true
+			p.finishStale(ctx, j, base, "", log)
+			return res, nil
+		}
+		return res, fmt.Errorf("publish: %w", err)
+	}
+	res.Posted = true
+	p.settle(ctx, j, sem.plan, log)
+	log.Info("review posted", logkey.Outcome, res.Record.Outcome, logkey.Executor, res.Record.Executor)
+	return res, nil
+}
+
+// publication is what is posted for res: the review, and the check run
+// with its verdict, summary, details and annotations, every text of it
+// guarded against the worker's secrets.
+func (p *Pipeline) publication(j Job, base CheckProgress, v validated, sem semanticResult, res Result, opts RenderOptions) Publication {
 	cfgEvent := "COMMENT"
 	if v.requestChanges && res.Record.Outcome == validation.OutcomeFailed {
 		cfgEvent = "REQUEST_CHANGES"
@@ -365,18 +407,7 @@ func (p *Pipeline) Run(ctx context.Context, j Job) (Result, error) {
 		a.Title, _ = GuardOutput(a.Title, p.Secrets)
 		a.Message, _ = GuardOutput(a.Message, p.Secrets)
 	}
-	if err := p.Publisher.Publish(ctx, j, pub); err != nil {
-		if errors.Is(err, ErrStaleHead) {
-			res.Stale = true
-			p.finishStale(ctx, j, base, "", log)
-			return res, nil
-		}
-		return res, fmt.Errorf("publish: %w", err)
-	}
-	res.Posted = true
-	p.settle(ctx, j, sem.plan, log)
-	log.Info("review posted", logkey.Outcome, res.Record.Outcome, logkey.Executor, res.Record.Executor)
-	return res, nil
+	return pub
 }
 
 func (p *Pipeline) internals() []string {
@@ -461,75 +492,105 @@ func (v *validated) refuse(ref *validation.Refusal) error {
 	return nil
 }
 
-// validate runs everything between the pull request and the record.
+// validate runs everything between the pull request and the record: the
+// repository's configuration, the gates that may skip or refuse it, the
+// executor's selection, then execute.
 func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgress) (validated, error) {
 	var v validated
 	files, err := p.PRs.ChangedFiles(ctx, j)
 	if err != nil {
 		return v, fmt.Errorf("list changed files: %w", err)
 	}
-	cfgBytes, found, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ConfigPath)
+	repoCfg, ref, err := p.repoConfig(ctx, j, pr)
 	if err != nil {
-		return v, fmt.Errorf("read %s from %s: %w", ConfigPath, pr.BaseRef, err)
+		return v, err
 	}
-	var notes []string
-	var repoCfg RepoConfig
-	if found {
-		fc := ParseRepoConfig(cfgBytes)
-		if len(fc.Errors) > 0 {
-			// Loud, and nothing runs: defaults the file did not mean
-			// could run what it meant to switch off.
-			return v, v.refuse(validation.Refuse(validation.CodeRepoConfigInvalid,
-				"%s on %s is invalid, so nothing was run: %s", ConfigPath, pr.BaseRef, fc.Problems()))
-		}
-		repoCfg = fc.Config
+	if ref != nil {
+		return v, v.refuse(ref)
 	}
 	v.requestChanges = repoCfg.Review.RequestChanges
 	v.files, v.memoryPath = files, repoCfg.Review.Memory
 	merged := MergeValidation(p.Worker, repoCfg.Validation)
 	v.preexistingFails = merged.Preexisting == PreexistingFailure
-
-	done := func(in RecordInput) (validated, error) {
-		in.Notes = notes
-		v.rec = NewRecord(in)
-		return v, nil
-	}
-	skip := func(reason string) (validated, error) { return done(RecordInput{Skipped: reason}) }
-	if pr.Draft && !p.Drafts && !repoCfg.Review.Drafts {
-		v.noReview = true
-		return skip("the pull request is a draft; drafts are not validated unless review.drafts is true in " + ConfigPath)
-	}
-	if run, why := repoCfg.Execution.Decide(PRFacts{BaseRef: pr.BaseRef, Author: pr.Author, Labels: pr.Labels, Files: files, Draft: pr.Draft}); !run {
-		return skip("execution policy: " + why)
-	}
-	if *merged.CodeChangesOnly {
-		attrs, _, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ".gitattributes")
-		if err != nil {
-			return v, fmt.Errorf("read .gitattributes: %w", err)
-		}
-		if c := ClassifyDiff(files, attrs); c.Skips() {
-			return skip(fmt.Sprintf("the diff is %s and codeChangesOnly is on", c))
-		}
-	}
-	if pr.HeadRepoMissing {
-		return done(RecordInput{Refusal: validation.Refuse(validation.CodeHeadRepositoryMissing,
-			"the pull request's head repository no longer exists (the fork was deleted), so there is nothing to check out")})
+	if admitted, err := p.admit(ctx, j, pr, repoCfg, merged, &v); !admitted || err != nil {
+		return v, err
 	}
 
 	sel := p.Selection
 	sel.Provider = merged.Provider
 	choice := sel.Resolve()
-	notes = append(notes, choice.Note())
+	notes := []string{choice.Note()}
 	exec, ref := executors.Select(sel, p.Executors)
 	if ref != nil {
-		return done(RecordInput{Refusal: ref, Executor: choice.Name})
+		v.rec = NewRecord(RecordInput{Refusal: ref, Executor: choice.Name, Notes: notes})
+		return v, nil
 	}
+	err = p.execute(ctx, j, pr, base, merged, exec, notes, &v)
+	return v, err
+}
 
+// repoConfig reads the repository's configuration from the base branch
+// (defaults when it has none); a file that does not parse is a refusal.
+func (p *Pipeline) repoConfig(ctx context.Context, j Job, pr PR) (RepoConfig, *validation.Refusal, error) {
+	cfgBytes, found, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ConfigPath)
+	if err != nil {
+		return RepoConfig{}, nil, fmt.Errorf("read %s from %s: %w", ConfigPath, pr.BaseRef, err)
+	}
+	if !found {
+		return RepoConfig{}, nil, nil
+	}
+	fc := ParseRepoConfig(cfgBytes)
+	if len(fc.Errors) > 0 {
+		// Loud, and nothing runs: defaults the file did not mean
+		// could run what it meant to switch off.
+		return RepoConfig{}, validation.Refuse(validation.CodeRepoConfigInvalid,
+			"%s on %s is invalid, so nothing was run: %s", ConfigPath, pr.BaseRef, fc.Problems()), nil
+	}
+	return fc.Config, nil, nil
+}
+
+// admit decides whether the pull request is validated at all: a draft, the
+// execution policy and a diff with no code changes skip it, a deleted head
+// repository refuses it. When it is not admitted, v.rec says why.
+func (p *Pipeline) admit(ctx context.Context, j Job, pr PR, repoCfg RepoConfig, merged ValidationConfig, v *validated) (bool, error) {
+	skip := func(reason string) (bool, error) {
+		v.rec = NewRecord(RecordInput{Skipped: reason})
+		return false, nil
+	}
+	if pr.Draft && !p.Drafts && !repoCfg.Review.Drafts {
+		v.noReview = true
+		return skip("the pull request is a draft; drafts are not validated unless review.drafts is true in " + ConfigPath)
+	}
+	if run, why := repoCfg.Execution.Decide(PRFacts{BaseRef: pr.BaseRef, Author: pr.Author, Labels: pr.Labels, Files: v.files, Draft: pr.Draft}); !run {
+		return skip("execution policy: " + why)
+	}
+	if *merged.CodeChangesOnly {
+		attrs, _, err := p.PRs.BaseFile(ctx, j, pr.BaseRef, ".gitattributes")
+		if err != nil {
+			return false, fmt.Errorf("read .gitattributes: %w", err)
+		}
+		if c := ClassifyDiff(v.files, attrs); c.Skips() {
+			return skip(fmt.Sprintf("the diff is %s and codeChangesOnly is on", c))
+		}
+	}
+	if pr.HeadRepoMissing {
+		v.rec = NewRecord(RecordInput{Refusal: validation.Refuse(validation.CodeHeadRepositoryMissing,
+			"the pull request's head repository no longer exists (the fork was deleted), so there is nothing to check out")})
+		return false, nil
+	}
+	return true, nil
+}
+
+// execute checks the head out, plans it and runs the plan on exec (and
+// the shadow lane), then compares a failure with the base and finds what
+// the failed steps point at while the checkout still exists. The checkout
+// is removed in every outcome.
+func (p *Pipeline) execute(ctx context.Context, j Job, pr PR, base CheckProgress, merged ValidationConfig, exec executors.Executor, notes []string, v *validated) error {
 	// Marked with this process, so a later worker removes it if this one
 	// dies before its deferred removal (workdir.Sweep).
 	dir, err := workdir.Create(p.WorkDir, "job-")
 	if err != nil {
-		return v, fmt.Errorf("make checkout dir: %w", err)
+		return fmt.Errorf("make checkout dir: %w", err)
 	}
 	defer func() {
 		if err := os.RemoveAll(dir); err != nil {
@@ -538,32 +599,17 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 	}()
 	root, err := p.Checkouts.Checkout(ctx, j, j.HeadSHA, dir)
 	if err != nil {
-		return v, fmt.Errorf("check out %s: %w", j.HeadSHA, err)
+		return fmt.Errorf("check out %s: %w", j.HeadSHA, err)
 	}
 	plan := validation.BuildPlan(root, p.PlanOptions)
 	plan.Env = merged.Env
-	req := executors.Request{
-		Plan: plan, Dir: root, Root: dir, Secrets: p.Secrets,
-		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA,
-			"clone_url": pr.CloneURL},
-		Run: executors.RunConfig{
-			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
-			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,
-		},
-	}
+	req := request(j, pr, merged, plan, root, dir, p.Secrets)
 	if plan.Gap != nil {
-		return done(RecordInput{Plan: plan, Executor: exec.Name()})
+		v.rec = NewRecord(RecordInput{Plan: plan, Executor: exec.Name(), Notes: notes})
+		return nil
 	}
-	var rep *progressReporter
-	if pp, ok := p.Publisher.(ProgressPublisher); ok {
-		rep = newProgressReporter(ctx, pp, j, base, JobLogger(p.Logger, j))
-		rep.steps = plan.Steps
-		rep.base.StartedAt = time.Now()
-		st := rep.base
-		st.Status, st.Title = StatusInProgress, "gilf validation: running"
-		st.Summary = fmt.Sprintf("Validation started on %s.", code(exec.Name()))
-		rep.base.Title = st.Title
-		rep.send(st)
+	rep := p.running(ctx, j, base, plan, exec)
+	if rep != nil {
 		req.Progress = rep.started
 		defer rep.close()
 	}
@@ -578,9 +624,41 @@ func (p *Pipeline) validate(ctx context.Context, j Job, pr PR, base CheckProgres
 		v.originRuns, err = p.compare(ctx, j, pr, merged, exec, req, &v.rec, rep)
 	}
 	if err == nil {
-		v.annotations = explain(&v.rec, root, files)
+		v.annotations = explain(&v.rec, root, v.files)
 	}
-	return v, err
+	return err
+}
+
+// request is what the executor is asked to run: the plan in the checkout
+// at root (under dir), with the job's labels and the executors' settings.
+func request(j Job, pr PR, merged ValidationConfig, plan validation.Plan, root, dir string, secrets []validation.Secret) executors.Request {
+	return executors.Request{
+		Plan: plan, Dir: root, Root: dir, Secrets: secrets,
+		Labels: map[string]string{"repo": j.FullName(), "pr": fmt.Sprint(j.Number), "job": fmt.Sprint(j.ID), "head_sha": j.HeadSHA,
+			"clone_url": pr.CloneURL},
+		Run: executors.RunConfig{
+			CrabboxProvider: merged.Crabbox.Provider, CrabboxClass: merged.Crabbox.Class,
+			E2BTemplate: merged.E2B.Template, E2BTimeout: time.Duration(merged.E2B.TimeoutMs) * time.Millisecond,
+		},
+	}
+}
+
+// running shows the check run in progress and reports each step as it
+// starts; nil when the Publisher shows no progress. The caller closes it.
+func (p *Pipeline) running(ctx context.Context, j Job, base CheckProgress, plan validation.Plan, exec executors.Executor) *progressReporter {
+	pp, ok := p.Publisher.(ProgressPublisher)
+	if !ok {
+		return nil
+	}
+	rep := newProgressReporter(ctx, pp, j, base, JobLogger(p.Logger, j))
+	rep.steps = plan.Steps
+	rep.base.StartedAt = time.Now()
+	st := rep.base
+	st.Status, st.Title = StatusInProgress, "gilf validation: running"
+	st.Summary = fmt.Sprintf("Validation started on %s.", code(exec.Name()))
+	rep.base.Title = st.Title
+	rep.send(st)
+	return rep
 }
 
 // recordFromRun is Validate's record assembly for a run made elsewhere.

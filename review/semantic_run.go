@@ -68,61 +68,84 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	if !semanticApplies(rec.Outcome) {
 		return semanticResult{head: prev}
 	}
-	sec := &SemanticSection{}
-	note := func(s string) { rec.Notes = append(rec.Notes, "semantic review: "+s) }
+	s := semanticJob{rec: rec, sec: &SemanticSection{}, prev: prev}
 	memory, err := p.memory(ctx, j, pr, v.memoryPath)
 	if err != nil {
-		sec.Why = "the review memory could not be read, so the model was not asked"
-		note(sec.Why)
+		s.sec.Why = "the review memory could not be read, so the model was not asked"
+		s.note(s.sec.Why)
 		JobLogger(p.Logger, j).Warn("review memory not read", "path", v.memoryPath, logkey.Err, err)
-		return semanticResult{section: sec, head: prev}
+		return semanticResult{section: s.sec, head: prev}
 	}
 	if run, why := SemanticShouldRun(SkipInput{Flag: p.SkipSemanticOnValidationFailure, Memory: memory,
 		Findings: rec.Findings, Changed: v.files}); !run {
-		sec.Why = why
-		note("not run: " + why)
-		return semanticResult{section: sec, head: prev}
+		s.sec.Why = why
+		s.note("not run: " + why)
+		return semanticResult{section: s.sec, head: prev}
 	}
 	full := Diff{}
 	for _, f := range v.files {
 		full.Files = append(full.Files, DiffFile{Path: f.Name, Previous: f.Previous, Status: f.Status, Patch: f.Patch})
 	}
+	return p.askModel(ctx, j, pr, memory, full, s)
+}
+
+// semanticJob is what the semantic stage's phases share: the record they
+// note on, the section they fill and the head reviewed before this one.
+type semanticJob struct {
+	rec  *validation.Record
+	sec  *SemanticSection
+	prev string
+}
+
+func (s semanticJob) note(msg string) { s.rec.Notes = append(s.rec.Notes, "semantic review: "+msg) }
+
+// askModel sends the model the pull request's diff, whole or since the
+// head reviewed before, with the threads it already has.
+func (p *Pipeline) askModel(ctx context.Context, j Job, pr PR, memory string, full Diff, s semanticJob) semanticResult {
 	threads, conv := p.threads(ctx, j)
-	sc := p.reviewScope(ctx, j, full, prev)
+	sc := p.reviewScope(ctx, j, full, s.prev)
 	conv.Scope, conv.Since, conv.Why = sc.kind, sc.since, sc.why
-	sec.Conversation = conv
+	s.sec.Conversation = conv
 	if sc.kind == ScopeIncremental {
-		note(fmt.Sprintf("incremental: the model was sent the changes since %s (%d %s)", shortHead(sc.since), len(sc.diff.Files), plural(len(sc.diff.Files), "file", "files")))
+		s.note(fmt.Sprintf("incremental: the model was sent the changes since %s (%d %s)", shortHead(sc.since), len(sc.diff.Files), plural(len(sc.diff.Files), "file", "files")))
 		if len(sc.diff.Files) == 0 {
-			sec.Why = "nothing in the pull request's files changed since the last reviewed head " + shortHead(sc.since)
-			note("not run: " + sec.Why)
-			return semanticResult{section: sec, head: j.HeadSHA} // the threads stand as they are
+			s.sec.Why = "nothing in the pull request's files changed since the last reviewed head " + shortHead(sc.since)
+			s.note("not run: " + s.sec.Why)
+			return semanticResult{section: s.sec, head: j.HeadSHA} // the threads stand as they are
 		}
 	} else {
-		note("the model was sent the whole pull request" + prefixed(": ", sc.why))
+		s.note("the model was sent the whole pull request" + prefixed(": ", sc.why))
 	}
 	started := time.Now()
-	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: sc.diff, Record: *rec, Findings: rec.Findings, Memory: memory,
+	out, err := p.Reviewer.Review(ctx, SemanticInput{Title: pr.Title, Body: pr.Body, Diff: sc.diff, Record: *s.rec, Findings: s.rec.Findings, Memory: memory,
 		Earlier: earlierFindings(threads), Since: sc.since})
 	span := semanticSpan(out.Usage, started, time.Now())
-	sec.Model, sec.Notes = out.Usage.Model, out.Notes
+	s.sec.Model, s.sec.Notes = out.Usage.Model, out.Notes
 	if err != nil {
-		sec.Why = "the model's answer could not be used"
-		note(sec.Why)
+		s.sec.Why = "the model's answer could not be used"
+		s.note(s.sec.Why)
 		JobLogger(p.Logger, j).Warn("semantic review failed", logkey.Err, err)
-		res := semanticResult{section: sec, head: prev}
+		res := semanticResult{section: s.sec, head: s.prev}
 		if out.Usage.PromptTokens > 0 || out.Usage.CompletionTokens > 0 {
 			res.span = &span // the tokens were spent
 		}
 		return res
 	}
-	sec.Ran = true
+	s.sec.Ran = true
+	return s.posting(j.HeadSHA, out, full, sc, threads, span)
+}
+
+// posting is what the model's findings on head become: comments on the
+// changed lines that no thread has yet, the rest in the summary, and what
+// the conversation does with the earlier threads.
+func (s semanticJob) posting(head string, out SemanticOutput, full Diff, sc scope, threads []Thread, span costs.Span) semanticResult {
+	conv := s.sec.Conversation
 	onLines, body := InlineComments(out.Findings, full)
 	if conv.Unread {
 		body, onLines = append(onLines, body...), nil // nothing inline that could be a duplicate
 	}
 	for _, f := range body {
-		sec.Findings = append(sec.Findings, SanitizeModelFinding(f))
+		s.sec.Findings = append(s.sec.Findings, SanitizeModelFinding(f))
 	}
 	texts := map[string]map[int]string{}
 	for _, f := range full.Files {
@@ -130,16 +153,16 @@ func (p *Pipeline) semantic(ctx context.Context, j Job, pr PR, v validated, rec 
 	}
 	var comments []InlineComment
 	for _, f := range onLines {
-		s := SanitizeModelFinding(f)
+		sf := SanitizeModelFinding(f)
 		comments = append(comments, InlineComment{Path: f.Path, Line: f.Line,
-			Body:        fmt.Sprintf("%s **%s**: %s\n\n%s", severityMark(s.Severity), inline(string(s.Severity)), s.Title, s.Body),
+			Body:        fmt.Sprintf("%s **%s**: %s\n\n%s", severityMark(sf.Severity), inline(string(sf.Severity)), sf.Title, sf.Body),
 			Fingerprint: Fingerprint(f.Path, f.Title, texts[f.Path][f.Line])})
 	}
-	plan := planConversation(threads, comments, !conv.Unread, sc.kind, sc.touched, j.HeadSHA)
+	plan := planConversation(threads, comments, !conv.Unread, sc.kind, sc.touched, head)
 	conv.Kept, conv.Resolved, conv.Open = plan.kept, plan.resolve, plan.told
-	res := semanticResult{section: sec, span: &span, comments: plan.post, plan: &plan, head: j.HeadSHA}
-	sec.Inline = len(res.comments)
-	note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines (%d new, %d already in a thread), %d earlier resolved, %d left open; %d prompt and %d completion tokens",
+	res := semanticResult{section: s.sec, span: &span, comments: plan.post, plan: &plan, head: head}
+	s.sec.Inline = len(res.comments)
+	s.note(fmt.Sprintf("ran (model %s): %d findings, %d on changed lines (%d new, %d already in a thread), %d earlier resolved, %d left open; %d prompt and %d completion tokens",
 		orUnknown(out.Usage.Model), len(out.Findings), len(onLines), len(plan.post), plan.kept, len(plan.resolve), len(plan.told),
 		out.Usage.PromptTokens, out.Usage.CompletionTokens))
 	return res

@@ -64,89 +64,101 @@ type simpleCommand struct {
 // `&&`, `;` or newlines, with words in single or double quotes. ok is false
 // for anything else: the caller then treats the script as real work.
 func splitSimpleCommands(script string) (cmds []simpleCommand, ok bool) {
-	var (
-		cur     simpleCommand
-		word    strings.Builder
-		inWord  bool
-		pending string // operator seen, waiting for its command
-	)
-	endWord := func() {
-		if inWord {
-			cur.words = append(cur.words, word.String())
-			word.Reset()
-			inWord = false
-		}
-	}
-	endCommand := func(op string) bool {
-		endWord()
-		if len(cur.words) == 0 {
-			// An operator with no command before it (`; true`, `true;;`,
-			// `&& true`) is a syntax error in sh.
-			return false
-		}
-		cur.op = pending
-		cmds = append(cmds, cur)
-		cur = simpleCommand{}
-		pending = op
-		return true
-	}
-
+	var s commandSplitter
 	for i := 0; i < len(script); i++ {
-		c := script[i]
-		switch {
-		case c == ' ' || c == '\t':
-			endWord()
-		case c == '\n' && len(cur.words) == 0 && !inWord:
-			// A blank line, or a line break after `&&` or `;`: sh reads on.
-		case c == '\n' || c == ';':
-			if !endCommand(";") {
-				return nil, false // `;` with no command before it
-			}
-		case c == '&':
-			if i+1 >= len(script) || script[i+1] != '&' {
-				return nil, false // background job
-			}
-			i++
-			if !endCommand("&&") {
-				return nil, false
-			}
-		case c == '\'':
-			end := strings.IndexByte(script[i+1:], '\'')
-			if end < 0 {
-				return nil, false
-			}
-			word.WriteString(script[i+1 : i+1+end])
-			inWord = true
-			i += end + 1
-		case c == '"':
-			end := strings.IndexByte(script[i+1:], '"')
-			if end < 0 {
-				return nil, false
-			}
-			body := script[i+1 : i+1+end]
-			if strings.ContainsAny(body, "$`\\") {
-				return nil, false // expansion or escapes: real work, maybe
-			}
-			word.WriteString(body)
-			inWord = true
-			i += end + 1
-		case plainShellByte(c):
-			word.WriteByte(c)
-			inWord = true
-		default:
+		if i, ok = s.read(script, i); !ok {
 			return nil, false
 		}
 	}
-	endWord()
-	if len(cur.words) > 0 {
-		if !endCommand("") {
+	s.endWord()
+	if len(s.cur.words) > 0 {
+		if !s.endCommand("") {
 			return nil, false
 		}
-		return cmds, true
+		return s.cmds, true
 	}
 	// The script ended without a command after the last operator: fine
 	// after `;` or a newline, a syntax error after `&&`.
-	return cmds, pending != "&&"
+	return s.cmds, s.pending != "&&"
+}
+
+// commandSplitter is splitSimpleCommands' state: the commands read so
+// far, the one being read and its word.
+type commandSplitter struct {
+	cmds    []simpleCommand
+	cur     simpleCommand
+	word    strings.Builder
+	inWord  bool
+	pending string // operator seen, waiting for its command
+}
+
+// read takes in the byte of script at i (and what it starts: a quoted
+// word, an operator), returning the index of the last byte it took; ok
+// is false when the script is not a list of simple commands.
+func (s *commandSplitter) read(script string, i int) (last int, ok bool) {
+	c := script[i]
+	switch {
+	case c == ' ' || c == '\t':
+		s.endWord()
+	case c == '\n' && len(s.cur.words) == 0 && !s.inWord:
+		// A blank line, or a line break after `&&` or `;`: sh reads on.
+	case c == '\n' || c == ';':
+		return i, s.endCommand(";") // false: `;` with no command before it
+	case c == '&':
+		if i+1 >= len(script) || script[i+1] != '&' {
+			return i, false // background job
+		}
+		return i + 1, s.endCommand("&&")
+	case c == '\'' || c == '"':
+		return s.quoted(script, i)
+	case plainShellByte(c):
+		s.word.WriteByte(c)
+		s.inWord = true
+	default:
+		return i, false
+	}
+	return i, true
+}
+
+// quoted reads the quoted part of a word that starts at script[i], its
+// opening quote, and returns the index of its closing quote.
+func (s *commandSplitter) quoted(script string, i int) (last int, ok bool) {
+	q := script[i]
+	end := strings.IndexByte(script[i+1:], q)
+	if end < 0 {
+		return i, false
+	}
+	body := script[i+1 : i+1+end]
+	if q == '"' && strings.ContainsAny(body, "$`\\") {
+		return i, false // expansion or escapes: real work, maybe
+	}
+	s.word.WriteString(body)
+	s.inWord = true
+	return i + end + 1, true
+}
+
+func (s *commandSplitter) endWord() {
+	if s.inWord {
+		s.cur.words = append(s.cur.words, s.word.String())
+		s.word.Reset()
+		s.inWord = false
+	}
+}
+
+// endCommand ends the command being read at operator op; false when
+// there is none.
+func (s *commandSplitter) endCommand(op string) bool {
+	s.endWord()
+	if len(s.cur.words) == 0 {
+		// An operator with no command before it (`; true`, `true;;`,
+		// `&& true`) is a syntax error in sh.
+		return false
+	}
+	s.cur.op = s.pending
+	s.cmds = append(s.cmds, s.cur)
+	s.cur = simpleCommand{}
+	s.pending = op
+	return true
 }
 
 // plainShellByte is a byte that means nothing special to sh outside quotes.

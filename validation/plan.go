@@ -97,10 +97,29 @@ func PlanFromCheckout(data []byte, lockfiles []string, facts CheckoutFacts, opts
 		return p
 	}
 
-	var steps []Step
-	runnable := false
+	steps, runnable, scriptNotes := scriptSteps(det, m.scripts, opts)
+	notes = append(notes, scriptNotes...)
+	if len(steps) == 0 {
+		p := gapPlan(det, GapNoScripts, "package.json has no non-empty test, typecheck, lint or build script")
+		p.Notes = notes
+		return p
+	}
+	if runnable {
+		install, installNotes := installStep(det, m.scripts, opts)
+		steps = append([]Step{install}, steps...)
+		notes = append(notes, installNotes...)
+	}
+	p := det.plan()
+	p.Steps, p.Notes = steps, notes
+	return p
+}
+
+// scriptSteps are the steps of the selected scripts, in ScriptNames
+// order, with the notes they call for; runnable is true when one of them
+// is not inconclusive (so an install step goes first).
+func scriptSteps(det detection, scripts map[string]string, opts PlanOptions) (steps []Step, runnable bool, notes []string) {
 	for _, name := range ScriptNames {
-		body, ok := m.scripts[name]
+		body, ok := scripts[name]
 		if !ok {
 			continue
 		}
@@ -118,46 +137,37 @@ func PlanFromCheckout(data []byte, lockfiles []string, facts CheckoutFacts, opts
 		}
 		if s.Inconclusive == "" {
 			runnable = true
-			notes = append(notes, hookNotes(det.Manager, name, m.scripts)...)
+			notes = append(notes, hookNotes(det.Manager, name, scripts)...)
 		}
 		steps = append(steps, s)
 	}
-	if len(steps) == 0 {
-		p := gapPlan(det, GapNoScripts, "package.json has no non-empty test, typecheck, lint or build script")
-		p.Notes = notes
-		return p
+	return steps, runnable, notes
+}
+
+// installStep is the install step that goes before runnable scripts,
+// with the notes on its lifecycle scripts, network and lockfile.
+func installStep(det detection, scripts map[string]string, opts PlanOptions) (Step, []string) {
+	install := Step{
+		Name:    StepInstall,
+		Argv:    InstallArgv(det.Manager, det.Lockfile != ""),
+		Network: opts.InstallNetwork,
+		Timeout: opts.InstallTimeout,
 	}
-	if runnable {
-		install := Step{
-			Name:    StepInstall,
-			Argv:    InstallArgv(det.Manager, det.Lockfile != ""),
-			Network: opts.InstallNetwork,
-			Timeout: opts.InstallTimeout,
-		}
-		if opts.InstallIgnoreScripts {
-			skip := toolIgnoreScriptsArgs(det.tool)
-			install.Argv = append(install.Argv, skip...)
-			notes = append(notes, "lifecycle scripts are skipped during the install step ("+strings.Join(skip, " ")+")")
-		} else {
-			notes = append(notes, installHookNotes(det.Manager, m.scripts, opts.InstallNetwork)...)
-		}
-		if opts.InstallNetwork == NetworkNone {
-			notes = append(notes, "the install step runs with no network: dependencies must be vendored in the checkout")
-		}
-		steps = append([]Step{install}, steps...)
-		if det.Lockfile == "" {
-			notes = append(notes, fmt.Sprintf("no %s lockfile: the install is not frozen and may resolve different versions", det.Manager))
-		}
+	var notes []string
+	if opts.InstallIgnoreScripts {
+		skip := toolIgnoreScriptsArgs(det.tool)
+		install.Argv = append(install.Argv, skip...)
+		notes = append(notes, "lifecycle scripts are skipped during the install step ("+strings.Join(skip, " ")+")")
+	} else {
+		notes = append(notes, installHookNotes(det.Manager, scripts, opts.InstallNetwork)...)
 	}
-	return Plan{
-		PackageManager:       det.Manager,
-		PackageManagerSource: det.Source,
-		Lockfile:             det.Lockfile,
-		Tool:                 det.tool,
-		Node:                 det.node,
-		Steps:                steps,
-		Notes:                notes,
+	if opts.InstallNetwork == NetworkNone {
+		notes = append(notes, "the install step runs with no network: dependencies must be vendored in the checkout")
 	}
+	if det.Lockfile == "" {
+		notes = append(notes, fmt.Sprintf("no %s lockfile: the install is not frozen and may resolve different versions", det.Manager))
+	}
+	return install, notes
 }
 
 // detection is a Detection with what a plan carries beside it.
@@ -178,16 +188,21 @@ func detected(field string, files []string, facts CheckoutFacts) detection {
 	return detection{Detection: d, tool: t, node: node}
 }
 
-func gapPlan(det detection, reason GapReason, msg string) Plan {
+// plan is a plan of what det found, with neither steps nor a gap yet.
+func (det detection) plan() Plan {
 	return Plan{
 		PackageManager:       det.Manager,
 		PackageManagerSource: det.Source,
 		Lockfile:             det.Lockfile,
 		Tool:                 det.tool,
 		Node:                 det.node,
-		Gap:                  &Gap{Reason: reason, Msg: publicMessage(msg)},
-		Notes:                det.Notes,
 	}
+}
+
+func gapPlan(det detection, reason GapReason, msg string) Plan {
+	p := det.plan()
+	p.Gap, p.Notes = &Gap{Reason: reason, Msg: publicMessage(msg)}, det.Notes
+	return p
 }
 
 // hookNotes names the pre/post lifecycle scripts that run around a selected

@@ -140,16 +140,27 @@ func (s *scanner) object(depth int, member func(s *scanner, key []byte, depth in
 			}
 			seen = append(seen, key)
 		}
-		switch s.peek() {
-		case ',':
-			s.i++
-		case '}':
-			s.i++
-			return nil
-		default:
-			return s.syntax("expected ',' or '}'")
+		if more, err := s.next('}'); !more || err != nil {
+			return err
 		}
 	}
+}
+
+// next reads what follows a member or an element: a ',' (more) or the
+// container's closing byte, end. Anything else is a syntax error.
+func (s *scanner) next(end byte) (more bool, err error) {
+	switch s.peek() {
+	case ',':
+		s.i++
+		return true, nil
+	case end:
+		s.i++
+		return false, nil
+	}
+	if end == '}' {
+		return false, s.syntax("expected ',' or '}'")
+	}
+	return false, s.syntax("expected ',' or ']'")
 }
 
 // match reports whether key is want, and fails when it only case-folds to
@@ -194,15 +205,10 @@ func (p *payload) member(s *scanner, key []byte, depth int) (bool, error) {
 		return true, objectPtr(s, depth, &p.PullRequest, (*prRef).member)
 	case 5:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "base")
-			if err != nil {
-				return false, err
-			}
-			if !ok {
-				return false, s.skip(depth)
-			}
-			p.BaseChanged = s.peek() != 'n'
-			return true, s.skip(depth)
+			return only(s, key, depth, "base", func() error {
+				p.BaseChanged = s.peek() != 'n'
+				return s.skip(depth)
+			})
 		})
 	case 6:
 		return true, s.repoList(depth, &p.RepositoriesRemoved)
@@ -234,39 +240,31 @@ func (c *checkRef) member(s *scanner, key []byte, depth int) (bool, error) {
 		return true, s.str(&c.HeadSHA)
 	case 3:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "id")
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				return true, s.integer64(&c.AppID)
-			}
-			return false, s.skip(depth)
+			return only(s, key, depth, "id", func() error { return s.integer64(&c.AppID) })
 		})
 	}
 	return false, s.skip(depth)
 }
 
 func (r *idRef) member(s *scanner, key []byte, depth int) (bool, error) {
-	ok, err := match(key, "id")
-	if err != nil {
-		return false, err
-	}
-	if ok {
-		return true, s.integer64(&r.ID)
-	}
-	return false, s.skip(depth)
+	return only(s, key, depth, "id", func() error { return s.integer64(&r.ID) })
 }
 
 func (r *repoRef) member(s *scanner, key []byte, depth int) (bool, error) {
-	ok, err := match(key, "full_name")
+	return only(s, key, depth, "full_name", func() error { return s.str(&r.FullName) })
+}
+
+// only is the member function of an object of which one member is read,
+// name, by read; every other is skipped.
+func only(s *scanner, key []byte, depth int, name string, read func() error) (bool, error) {
+	ok, err := match(key, name)
 	if err != nil {
 		return false, err
 	}
-	if ok {
-		return true, s.str(&r.FullName)
+	if !ok {
+		return false, s.skip(depth)
 	}
-	return false, s.skip(depth)
+	return true, read()
 }
 
 func (pr *prRef) member(s *scanner, key []byte, depth int) (bool, error) {
@@ -296,14 +294,7 @@ func (pr *prRef) member(s *scanner, key []byte, depth int) (bool, error) {
 		})
 	case 4:
 		return true, s.objectOrNull(depth, func(s *scanner, key []byte, depth int) (bool, error) {
-			ok, err := match(key, "ref")
-			if err != nil {
-				return false, err
-			}
-			if ok {
-				return true, s.str(&pr.BaseRef)
-			}
-			return false, s.skip(depth)
+			return only(s, key, depth, "ref", func() error { return s.str(&pr.BaseRef) })
 		})
 	}
 	return false, s.skip(depth)
@@ -372,15 +363,13 @@ func (s *scanner) repoList(depth int, dst *[]repoRef) error {
 			return s.typeErr("object")
 		}
 		list = append(list, r)
-		switch s.peek() {
-		case ',':
-			s.i++
-		case ']':
-			s.i++
+		more, err := s.next(']')
+		if err != nil {
+			return err
+		}
+		if !more {
 			*dst = list
 			return nil
-		default:
-			return s.syntax("expected ',' or ']'")
 		}
 	}
 }
@@ -660,14 +649,8 @@ func (s *scanner) skip(depth int) error {
 			if err := s.skip(depth + 1); err != nil {
 				return err
 			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case '}':
-				s.i++
-				return nil
-			default:
-				return s.syntax("expected ',' or '}'")
+			if more, err := s.next('}'); !more || err != nil {
+				return err
 			}
 		}
 	case c == '[':
@@ -683,14 +666,8 @@ func (s *scanner) skip(depth int) error {
 			if err := s.skip(depth + 1); err != nil {
 				return err
 			}
-			switch s.peek() {
-			case ',':
-				s.i++
-			case ']':
-				s.i++
-				return nil
-			default:
-				return s.syntax("expected ',' or ']'")
+			if more, err := s.next(']'); !more || err != nil {
+				return err
 			}
 		}
 	case c == '"':

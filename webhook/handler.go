@@ -180,79 +180,110 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, rep.code, rep.Body)
 }
 
+// serve takes one delivery through intake's phases: receive (read and
+// authenticate it), decide (what it asks for), record (commit it and its
+// job) and answer.
 func (h *Handler) serve(w http.ResponseWriter, r *http.Request, buf *bodyBuffer) (reply, error) {
-	if r.Method != http.MethodPost {
-		w.Header().Set("Allow", http.MethodPost)
-		return reply{}, ErrMethodNotAllowed
-	}
-	body, err := h.readBody(w, r, buf)
+	del, err := h.receive(w, r, buf)
 	if err != nil {
 		return reply{}, err
 	}
-	// The signature is checked before the guard is asked: only a request
-	// that failed it can be limited.
-	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
-		client := failguard.ClientOf(r, h.trusted)
-		if h.bad.Limited(client) {
-			return reply{}, fmt.Errorf("%w: %v", ErrTooManyBadSignatures, err)
-		}
-		h.bad.Failed(client)
-		return reply{}, err
-	}
-	id, err := deliveryID(r.Header.Values("X-GitHub-Delivery"))
-	if err != nil {
-		return reply{}, err
-	}
-	event, err := eventName(r.Header.Values("X-GitHub-Event"))
-	if err != nil {
-		return reply{}, err
-	}
-	del := validation.Delivery{ID: id, Event: event, ReceivedAt: h.now(), Body: body}
-	p, decodeErr := decodePayload(body)
-	var dec decision
-	switch {
-	case decodeErr != nil && !actsOn(event):
-		// Nothing of it would be used: keep it, answer as for any other
-		// ignored event, so GitHub shows no failure for events gilf skips.
-		dec, decodeErr = classify(event, payload{}, h.rules), nil
-	case decodeErr != nil:
-		dec = invalid(decodeErr.Error())
-	default:
-		dec = classify(event, p, h.rules)
-		del.Action = p.Action
-		if p.Installation != nil {
-			del.InstallationID = p.Installation.ID
-		}
-		if p.Repository != nil && validRepo(p.Repository.FullName) {
-			del.Repo = p.Repository.FullName
-		}
-		if p.Issue != nil && p.Issue.IsPR && p.Issue.Number > 0 {
-			del.PR = p.Issue.Number
-		}
-		if p.PullRequest != nil {
-			del.PR = p.PullRequest.Number
-			if validSHA(p.PullRequest.HeadSHA) {
-				del.HeadSHA = p.PullRequest.HeadSHA
-			}
-		}
-		if c := checkOf(event, p); c != nil && validSHA(c.HeadSHA) {
-			del.HeadSHA = c.HeadSHA
-		}
-	}
-	command := event == "issue_comment" && dec.status == validation.DeliveryQueued
-	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) ||
-		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) ||
-		command && !h.allow.allows(del.InstallationID, del.Repo) {
-		dec = notAllowed()
-	}
-	del.Status, del.Reason, del.Cancel, del.Rerun = dec.status, dec.reason, dec.cancel, dec.rerun
-
+	dec, decodeErr := h.decide(&del)
 	ctx, cancel := context.WithTimeout(r.Context(), h.timeout)
 	defer cancel()
 	res, err := h.inbox.RecordDelivery(ctx, del, dec.job)
 	if err != nil {
 		return reply{}, fmt.Errorf("%w: %w", ErrUnavailable, err)
 	}
+	return h.answer(del, dec, res, decodeErr)
+}
+
+// receive reads a delivery and checks that it is one: a POST whose body
+// bears the webhook secret's signature, with a delivery id and an event.
+func (h *Handler) receive(w http.ResponseWriter, r *http.Request, buf *bodyBuffer) (validation.Delivery, error) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		return validation.Delivery{}, ErrMethodNotAllowed
+	}
+	body, err := h.readBody(w, r, buf)
+	if err != nil {
+		return validation.Delivery{}, err
+	}
+	// The signature is checked before the guard is asked: only a request
+	// that failed it can be limited.
+	if err := VerifySignature(h.secret, body, r.Header.Values(SignatureHeader)); err != nil {
+		client := failguard.ClientOf(r, h.trusted)
+		if h.bad.Limited(client) {
+			return validation.Delivery{}, fmt.Errorf("%w: %v", ErrTooManyBadSignatures, err)
+		}
+		h.bad.Failed(client)
+		return validation.Delivery{}, err
+	}
+	id, err := deliveryID(r.Header.Values("X-GitHub-Delivery"))
+	if err != nil {
+		return validation.Delivery{}, err
+	}
+	event, err := eventName(r.Header.Values("X-GitHub-Event"))
+	if err != nil {
+		return validation.Delivery{}, err
+	}
+	return validation.Delivery{ID: id, Event: event, ReceivedAt: h.now(), Body: body}, nil
+}
+
+// decide reads del's payload and decides what it asks for, filling del's
+// row with what the payload says and the decision. decodeErr is why a
+// payload intake acts on could not be read.
+func (h *Handler) decide(del *validation.Delivery) (dec decision, decodeErr error) {
+	p, decodeErr := decodePayload(del.Body)
+	switch {
+	case decodeErr != nil && !actsOn(del.Event):
+		// Nothing of it would be used: keep it, answer as for any other
+		// ignored event, so GitHub shows no failure for events gilf skips.
+		dec, decodeErr = classify(del.Event, payload{}, h.rules), nil
+	case decodeErr != nil:
+		dec = invalid(decodeErr.Error())
+	default:
+		dec = classify(del.Event, p, h.rules)
+		describe(del, p)
+	}
+	command := del.Event == "issue_comment" && dec.status == validation.DeliveryQueued
+	if dec.job != nil && !h.allow.allows(dec.job.InstallationID, dec.job.Repo) ||
+		dec.rerun != nil && !h.allow.allows(dec.rerun.InstallationID, dec.rerun.Repo) ||
+		command && !h.allow.allows(del.InstallationID, del.Repo) {
+		dec = notAllowed()
+	}
+	del.Status, del.Reason, del.Cancel, del.Rerun = dec.status, dec.reason, dec.cancel, dec.rerun
+	return dec, decodeErr
+}
+
+// describe fills del's row with what its payload p says: the action, the
+// installation, the repository, the pull request and its head.
+func describe(del *validation.Delivery, p payload) {
+	del.Action = p.Action
+	if p.Installation != nil {
+		del.InstallationID = p.Installation.ID
+	}
+	if p.Repository != nil && validRepo(p.Repository.FullName) {
+		del.Repo = p.Repository.FullName
+	}
+	if p.Issue != nil && p.Issue.IsPR && p.Issue.Number > 0 {
+		del.PR = p.Issue.Number
+	}
+	if p.PullRequest != nil {
+		del.PR = p.PullRequest.Number
+		if validSHA(p.PullRequest.HeadSHA) {
+			del.HeadSHA = p.PullRequest.HeadSHA
+		}
+	}
+	if c := checkOf(del.Event, p); c != nil && validSHA(c.HeadSHA) {
+		del.HeadSHA = c.HeadSHA
+	}
+}
+
+// answer is the reply to a recorded delivery, or the error GitHub should
+// show for one recorded as invalid.
+func (h *Handler) answer(del validation.Delivery, dec decision, res validation.RecordResult, decodeErr error) (reply, error) {
+	id, event := del.ID, del.Event
 	rep := reply{code: dec.code, Body: replyBody{
 		Status: string(dec.status), Delivery: id, Reason: dec.reason, Job: res.JobID, JobState: res.JobState,
 		Superseded: res.Superseded, Cancelled: res.Cancelled, Rerun: res.Rerun,

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"flag"
 	"fmt"
 	"io"
 	"time"
@@ -26,21 +25,13 @@ also by the repository of each job. Costs are estimates (wall-clock seconds
 // lane (and repository, --by repository) from the store, the data a cost
 // dashboard reads.
 func runCosts(ctx context.Context, env Env, args []string) int {
-	fs := flag.NewFlagSet("costs", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		fmt.Fprint(env.Stderr, costsUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("costs", costsUsage, env.Stderr, true)
 	since := fs.String("since", "", "first UTC day to include, YYYY-MM-DD, or a duration back from now (720h); default: the start of this month")
 	by := fs.String("by", "day", "group by day (day × executor × lane) or repository (repository × day × executor × lane)")
 	asJSON := fs.Bool("json", false, "print JSON rows instead of a table")
 	asCSV := fs.Bool("csv", false, "print CSV (a header line, then one row per group; an unknown cost is an empty cell)")
-	if err := fs.Parse(args); err != nil {
-		if err == flag.ErrHelp {
-			return exitOK
-		}
-		return exitUsage
+	if exit, ok := parseFlags(fs, args); !ok {
+		return exit
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(env.Stderr, "gilf costs: unexpected argument %q\n", fs.Arg(0))

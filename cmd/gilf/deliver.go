@@ -6,7 +6,6 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"net/http"
@@ -47,21 +46,13 @@ another status, 2 usage, configuration, an unreadable FILE or no answer.
 // runDeliver is `gilf deliver`: an operator's first test delivery, as
 // probot receive is for Probot apps.
 func runDeliver(ctx context.Context, env Env, args []string) int {
-	fs := flag.NewFlagSet("deliver", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() {
-		fmt.Fprint(env.Stderr, deliverUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("deliver", deliverUsage, env.Stderr, true)
 	event := fs.String("event", "", "the X-GitHub-Event; default: read from the payload")
 	target := fs.String("url", "", "where gilf serve's /webhook is; default: http://GILF_ADDR/webhook")
 	id := fs.String("id", "", "the X-GitHub-Delivery; default: a new random UUID")
 	timeout := fs.Duration("timeout", DefaultDeliverTimeout, "how long to wait for gilf's answer")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if exit, ok := parseFlags(fs, args); !ok {
+		return exit
 	}
 	if fs.NArg() != 1 {
 		fmt.Fprintln(env.Stderr, "gilf deliver: want one payload FILE (see gilf deliver -h)")

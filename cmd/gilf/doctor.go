@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -98,18 +97,9 @@ exit codes: 0 nothing failed (warnings allowed); 1 a check failed; 2 usage.
 `
 
 func runDoctor(ctx context.Context, env Env, args []string) int {
-	fs := flag.NewFlagSet("doctor", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(env.Stderr, doctorUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "gilf doctor: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+	fs := newFlagSet("doctor", doctorUsage, env.Stderr, false)
+	if exit, ok := parseNoArgs(fs, args, env.Stderr); !ok {
+		return exit
 	}
 	r := doctor(ctx, env)
 	if err := r.write(env.Stdout); err != nil {

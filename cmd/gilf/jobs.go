@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"strconv"
@@ -55,18 +54,13 @@ func runJobs(ctx context.Context, env Env, args []string) int {
 			return exitOK
 		}
 	}
-	fs := flag.NewFlagSet("jobs", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(env.Stderr, jobsUsage) }
+	fs := newFlagSet("jobs", jobsUsage, env.Stderr, false)
 	state := fs.String("state", "", "only jobs in this state ("+jobStates()+")")
 	repo := fs.String("repo", "", "only jobs of this repository (owner/name)")
 	limit := fs.Int("limit", store.DefaultListJobs, fmt.Sprintf("at most this many jobs (1 to %d)", store.MaxListJobs))
 	asJSON := fs.Bool("json", false, "print a JSON array instead of lines")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
+	if exit, ok := parseFlags(fs, args); !ok {
+		return exit
 	}
 	if fs.NArg() != 0 {
 		fmt.Fprintf(env.Stderr, "gilf jobs: unexpected argument %q (subcommands: retry ID, cancel ID)\n", fs.Arg(0))

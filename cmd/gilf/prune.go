@@ -6,7 +6,6 @@ import (
 	"log/slog"
 	"time"
 
-	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/store"
 )
 
@@ -44,20 +43,10 @@ func (p *pruner) Prune(ctx context.Context) (store.PruneResult, error) {
 // prune is logged and the next tick tries again; Run returns only ctx's
 // error.
 func (p *pruner) Run(ctx context.Context, ticks <-chan time.Time) error {
-	for {
-		err := p.exclusive.once(ctx, "prune", func(ctx context.Context) error {
-			_, err := p.Prune(ctx)
-			return err
-		})
-		if err != nil && ctx.Err() == nil {
-			p.log.Warn("store prune failed", logkey.Err, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticks:
-		}
-	}
+	return p.exclusive.every(ctx, ticks, "prune", func(ctx context.Context) error {
+		_, err := p.Prune(ctx)
+		return err
+	}, p.log, "store prune failed")
 }
 
 // runEvery is serve's pruning goroutine; it returns nil on shutdown.

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"os"
 
@@ -21,19 +20,10 @@ self-host command loads it with: bwrap ... --seccomp 3 ... 3<FILE
 
 // runSeccompFilter is gilf seccomp-filter.
 func runSeccompFilter(_ context.Context, env Env, args []string) int {
-	fs := flag.NewFlagSet("seccomp-filter", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(env.Stderr, seccompUsage) }
+	fs := newFlagSet("seccomp-filter", seccompUsage, env.Stderr, false)
 	out := fs.String("o", "", "write the filter to `FILE` instead of standard output")
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "gilf seccomp-filter: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+	if exit, ok := parseNoArgs(fs, args, env.Stderr); !ok {
+		return exit
 	}
 	prog, err := local.SeccompFilter()
 	if err == nil {

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -58,18 +57,9 @@ or infrastructure error.
 `
 
 func runServe(ctx context.Context, env Env, args []string) int {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(env.Stderr)
-	fs.Usage = func() { fmt.Fprint(env.Stderr, serveUsage) }
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return exitOK
-		}
-		return exitUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(env.Stderr, "gilf serve: unexpected arguments %q\n", fs.Args())
-		return exitUsage
+	fs := newFlagSet("serve", serveUsage, env.Stderr, false)
+	if exit, ok := parseNoArgs(fs, args, env.Stderr); !ok {
+		return exit
 	}
 	cfg, sc, app, err := loadServeConfig(env.Getenv, env.Environ)
 	if err != nil {

@@ -87,6 +87,22 @@ func (ex exclusiveFunc) once(ctx context.Context, name string, fn func(context.C
 	return err
 }
 
+// every runs fn through ex at once, then at every tick, until ctx is
+// done. A failure is logged (failed) and the next tick tries again; it
+// returns only ctx's error.
+func (ex exclusiveFunc) every(ctx context.Context, ticks <-chan time.Time, name string, fn func(context.Context) error, log *slog.Logger, failed string) error {
+	for {
+		if err := ex.once(ctx, name, fn); err != nil && ctx.Err() == nil {
+			log.Warn(failed, logkey.Err, err)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-ticks:
+		}
+	}
+}
+
 func newSweeper(gh hookDeliveries, db storedDeliveries, log *slog.Logger, now func() time.Time) *sweeper {
 	return &sweeper{
 		gh: gh, db: db, log: log, now: now,
@@ -99,20 +115,10 @@ func newSweeper(gh hookDeliveries, db storedDeliveries, log *slog.Logger, now fu
 // failed sweep is logged and the next tick tries again; Run returns only
 // ctx's error.
 func (s *sweeper) Run(ctx context.Context, ticks <-chan time.Time) error {
-	for {
-		err := s.exclusive.once(ctx, "redelivery-sweep", func(ctx context.Context) error {
-			_, err := s.Sweep(ctx)
-			return err
-		})
-		if err != nil && ctx.Err() == nil {
-			s.log.Warn("redelivery sweep failed", logkey.Err, err)
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-ticks:
-		}
-	}
+	return s.exclusive.every(ctx, ticks, "redelivery-sweep", func(ctx context.Context) error {
+		_, err := s.Sweep(ctx)
+		return err
+	}, s.log, "redelivery sweep failed")
 }
 
 // Sweep lists the deliveries that failed since the last sweep (the last

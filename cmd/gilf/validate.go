@@ -52,12 +52,7 @@ type validateFlags struct {
 // parseValidateFlags accepts flags before and after PATH.
 func parseValidateFlags(args []string, stderr io.Writer) (validateFlags, error) {
 	var f validateFlags
-	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() {
-		fmt.Fprint(stderr, validateUsage)
-		fs.PrintDefaults()
-	}
+	fs := newFlagSet("validate", validateUsage, stderr, true)
 	fs.BoolVar(&f.json, "json", false, "print the validation record as JSON instead of the review")
 	fs.StringVar(&f.executor, "executor", "", "executor `NAME` (default: GILF_VALIDATION_EXECUTOR, else local)")
 	fs.BoolVar(&f.retry, "retry", true, "run a failed step once more at PATH; one that passes is flaky")

@@ -4,13 +4,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"regexp"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/gilf-review/gilf/executors/local/egress"
 )
@@ -138,20 +135,9 @@ func lockfileSums(lock []byte) [][]byte {
 
 // copyOpen copies the open file in into the new file dst, owned by
 // uid:gid with mode perm.
-func copyOpen(in *os.File, dst string, perm os.FileMode, uid, gid int) (err error) {
-	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("create %s: %w", filepath.Base(dst), err)
-	}
-	defer func() { err = errors.Join(err, out.Close()) }()
-	if _, err := io.Copy(out, in); err != nil {
-		return fmt.Errorf("copy %s: %w", filepath.Base(dst), err)
-	}
-	if err := out.Chown(uid, gid); err != nil {
-		return fmt.Errorf("chown %s: %w", filepath.Base(dst), err)
-	}
-	if err := out.Chmod(perm); err != nil {
-		return fmt.Errorf("chmod %s: %w", filepath.Base(dst), err)
-	}
-	return nil
+func copyOpen(in *os.File, dst string, perm os.FileMode, uid, gid int) error {
+	return createOwned(dst, perm, uid, gid, "copy", func(out *os.File) error {
+		_, err := io.Copy(out, in)
+		return err
+	})
 }

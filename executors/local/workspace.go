@@ -192,14 +192,25 @@ func writeOwned(p string, data []byte, uid, gid int) error {
 
 // writeNew creates the file p with data and exactly mode perm (whatever
 // the umask), owned by uid:gid; -1 keeps the worker's own.
-func writeNew(p string, data []byte, perm os.FileMode, uid, gid int) (err error) {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, perm)
+func writeNew(p string, data []byte, perm os.FileMode, uid, gid int) error {
+	return createOwned(p, perm, uid, gid, "write", func(f *os.File) error {
+		_, err := f.Write(data)
+		return err
+	})
+}
+
+// createOwned creates the new file p (never through a link), fills it
+// with fill (what names it in an error) and gives it exactly mode perm,
+// whatever the umask, owned by uid:gid; -1 keeps the worker's own. It is
+// the worker's alone (0600) until filled.
+func createOwned(p string, perm os.FileMode, uid, gid int, what string, fill func(*os.File) error) (err error) {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL|unix.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("create %s: %w", filepath.Base(p), err)
 	}
 	defer func() { err = errors.Join(err, f.Close()) }()
-	if _, err := f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", filepath.Base(p), err)
+	if err := fill(f); err != nil {
+		return fmt.Errorf("%s %s: %w", what, filepath.Base(p), err)
 	}
 	if err := f.Chown(uid, gid); err != nil {
 		return fmt.Errorf("chown %s: %w", filepath.Base(p), err)

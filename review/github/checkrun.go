@@ -275,120 +275,164 @@ type completion struct {
 // so that many are skipped. Before retrying a PATCH whose answer was
 // lost, the count is read again.
 func (c *Client) completeCheckRun(ctx context.Context, g *gh.Client, r Repo, p Publication) (completion, error) {
-	var res completion
 	annots, dropped := sendableAnnotations(p.Annotations)
 	if dropped > 0 {
 		c.log.Warn("annotations GitHub would refuse are not sent", logkey.Repo, r.String(), logkey.HeadSHA, p.HeadSHA, "dropped", dropped)
 	}
-	n := len(annots)
-	output := func(batch []Annotation) *gh.CheckRunOutput {
-		o := c.output(p.Title, p.Summary, p.Text, p.Conclusion)
-		for _, a := range batch {
-			o.Annotations = append(o.Annotations, a.wire())
-		}
-		return o
+	k := &completer{c: c, g: g, r: r, p: p, annots: annots, n: len(annots), now: &gh.Timestamp{Time: c.clock.Now().UTC()}}
+	done, err := k.create(ctx)
+	if err != nil || done {
+		return k.res, err
 	}
-	now := &gh.Timestamp{Time: c.clock.Now().UTC()}
-	oneShot := n <= MaxAnnotationsPerRequest
+	return k.res, k.patch(ctx)
+}
+
+// completer is one completion of a check run: what completeCheckRun's
+// phases share. create finds or creates the run, patch sends the rest.
+type completer struct {
+	c      *Client
+	g      *gh.Client
+	r      Repo
+	p      Publication
+	annots []Annotation
+	n      int // len(annots)
+	now    *gh.Timestamp
+	res    completion
+	// sent counts the annotations the run has: this attempt's and an
+	// earlier one's.
+	sent int
+}
+
+// output is the run's output with batch as its annotations.
+func (k *completer) output(batch []Annotation) *gh.CheckRunOutput {
+	o := k.c.output(k.p.Title, k.p.Summary, k.p.Text, k.p.Conclusion)
+	for _, a := range batch {
+		o.Annotations = append(o.Annotations, a.wire())
+	}
+	return o
+}
+
+// create creates the run, completed at once when its annotations fit in
+// one request; when an earlier attempt created it, it reads how far that
+// one got. done is true when nothing is left to send.
+func (k *completer) create(ctx context.Context) (done bool, err error) {
+	oneShot := k.n <= MaxAnnotationsPerRequest
 	var found runState
 	landed := func(ctx context.Context) (bool, error) {
 		var err error
-		found, err = c.findCheckRun(ctx, g, r, p.JobID, p.HeadSHA)
+		found, err = k.c.findCheckRun(ctx, k.g, k.r, k.p.JobID, k.p.HeadSHA)
 		return found.id != 0, err
 	}
-	err := c.post(ctx, "post check run", landed, func(ctx context.Context) (*gh.Response, error) {
+	err = k.c.post(ctx, "post check run", landed, func(ctx context.Context) (*gh.Response, error) {
 		opts := gh.CreateCheckRunOptions{
-			Name:       c.cfg.CheckName,
-			HeadSHA:    p.HeadSHA,
-			ExternalID: gh.Ptr(p.JobID),
+			Name:       k.c.cfg.CheckName,
+			HeadSHA:    k.p.HeadSHA,
+			ExternalID: gh.Ptr(k.p.JobID),
 		}
 		if oneShot {
-			opts.Status, opts.Conclusion, opts.CompletedAt = gh.Ptr(StatusCompleted), gh.Ptr(p.Conclusion), now
-			opts.Output = output(annots)
-			if p.DetailsURL != "" {
-				opts.DetailsURL = gh.Ptr(p.DetailsURL)
+			opts.Status, opts.Conclusion, opts.CompletedAt = gh.Ptr(StatusCompleted), gh.Ptr(k.p.Conclusion), k.now
+			opts.Output = k.output(k.annots)
+			if k.p.DetailsURL != "" {
+				opts.DetailsURL = gh.Ptr(k.p.DetailsURL)
 			}
 		} else {
-			opts.Status, opts.StartedAt = gh.Ptr(StatusInProgress), now
+			opts.Status, opts.StartedAt = gh.Ptr(StatusInProgress), k.now
 		}
-		cr, resp, err := g.Checks.CreateCheckRun(ctx, r.Owner, r.Name, opts)
+		cr, resp, err := k.g.Checks.CreateCheckRun(ctx, k.r.Owner, k.r.Name, opts)
 		if err == nil {
-			res.id = cr.GetID()
+			k.res.id = cr.GetID()
 		}
 		return resp, err
 	})
-	sent := 0
 	switch {
 	case err == nil:
-		res.created = true
+		k.res.created = true
 		if oneShot {
-			res.sent = n
-			return res, nil
+			k.res.sent = k.n
+			return true, nil
 		}
+		return false, nil
 	case errors.Is(err, errLanded):
-		res.id = found.id
-		cr, err := c.getCheckRun(ctx, g, r, res.id)
-		if err != nil {
-			return res, err
-		}
-		if cr.status == StatusCompleted {
-			c.log.Info("check run already completed; not completing it again", logkey.Repo, r.String(), logkey.HeadSHA, p.HeadSHA, logkey.CheckRunID, res.id)
-			res.found = true
-			return res, nil
-		}
-		sent = min(max(cr.annotations, 0), n)
-		if sent > 0 {
-			c.log.Info("check run has annotations from an earlier attempt; sending the rest", logkey.Repo, r.String(), logkey.CheckRunID, res.id, "sent", sent, "total", n)
-		}
+		return k.resume(ctx, found.id)
 	default:
-		return res, err
+		return false, err
 	}
+}
 
-	// Each round sends one batch or learns that it (or everything)
-	// landed; it always moves on, so n/50+2 rounds suffice.
-	for range n/MaxAnnotationsPerRequest + 2 {
-		end := min(sent+MaxAnnotationsPerRequest, n)
-		last := end == n
-		body := checkRunPatch{Output: output(annots[sent:end])}
+// resume takes up the run an earlier attempt created: left alone when
+// it is completed, else the annotations it has are not sent again.
+func (k *completer) resume(ctx context.Context, id int64) (done bool, err error) {
+	k.res.id = id
+	cr, err := k.c.getCheckRun(ctx, k.g, k.r, id)
+	if err != nil {
+		return false, err
+	}
+	if cr.status == StatusCompleted {
+		k.c.log.Info("check run already completed; not completing it again", logkey.Repo, k.r.String(), logkey.HeadSHA, k.p.HeadSHA, logkey.CheckRunID, id)
+		k.res.found = true
+		return true, nil
+	}
+	k.sent = min(max(cr.annotations, 0), k.n)
+	if k.sent > 0 {
+		k.c.log.Info("check run has annotations from an earlier attempt; sending the rest", logkey.Repo, k.r.String(), logkey.CheckRunID, id, "sent", k.sent, "total", k.n)
+	}
+	return false, nil
+}
+
+// patch sends the annotations not sent yet, a batch a PATCH, the last
+// one completing the run. Each round sends one batch or learns that it
+// (or everything) landed; it always moves on, so n/50+2 rounds suffice.
+func (k *completer) patch(ctx context.Context) error {
+	for range k.n/MaxAnnotationsPerRequest + 2 {
+		end := min(k.sent+MaxAnnotationsPerRequest, k.n)
+		last := end == k.n
+		body := checkRunPatch{Output: k.output(k.annots[k.sent:end])}
 		if last {
-			body.Status, body.Conclusion, body.CompletedAt, body.DetailsURL = StatusCompleted, p.Conclusion, now, p.DetailsURL
+			body.Status, body.Conclusion, body.CompletedAt, body.DetailsURL = StatusCompleted, k.p.Conclusion, k.now, k.p.DetailsURL
 		}
-		done := false
-		landed := afterFirst(func(ctx context.Context) (bool, error) {
-			cr, err := c.getCheckRun(ctx, g, r, res.id)
-			if err != nil {
-				return false, err
-			}
-			if cr.status == StatusCompleted {
-				done = true
-				return true, nil
-			}
-			if got := min(max(cr.annotations, 0), n); got != sent {
-				res.sent += got - sent
-				sent = got
-				return true, nil
-			}
-			return false, nil
+		completed := false
+		landed := afterFirst(func(ctx context.Context) (landed bool, err error) {
+			landed, completed, err = k.recount(ctx)
+			return landed, err
 		})
-		err := c.post(ctx, "complete check run", landed, func(ctx context.Context) (*gh.Response, error) {
-			return c.patchCheckRun(ctx, g, r, res.id, body)
+		err := k.c.post(ctx, "complete check run", landed, func(ctx context.Context) (*gh.Response, error) {
+			return k.c.patchCheckRun(ctx, k.g, k.r, k.res.id, body)
 		})
 		switch {
 		case errors.Is(err, errLanded):
-			if done {
-				return res, nil
+			if completed {
+				return nil
 			}
 			continue
 		case err != nil:
-			return res, fmt.Errorf("id %d: %w", res.id, err)
+			return fmt.Errorf("id %d: %w", k.res.id, err)
 		}
-		res.sent += end - sent
-		sent = end
+		k.res.sent += end - k.sent
+		k.sent = end
 		if last {
-			return res, nil
+			return nil
 		}
 	}
-	return res, fmt.Errorf("id %d: annotations_count did not advance (%d of %d)", res.id, sent, n)
+	return fmt.Errorf("id %d: annotations_count did not advance (%d of %d)", k.res.id, k.sent, k.n)
+}
+
+// recount reads the run again before a PATCH whose answer was lost is
+// retried: it landed when the run is completed, or has a count of
+// annotations other than sent (which then moves to it).
+func (k *completer) recount(ctx context.Context) (landed, completed bool, err error) {
+	cr, err := k.c.getCheckRun(ctx, k.g, k.r, k.res.id)
+	if err != nil {
+		return false, false, err
+	}
+	if cr.status == StatusCompleted {
+		return true, true, nil
+	}
+	if got := min(max(cr.annotations, 0), k.n); got != k.sent {
+		k.res.sent += got - k.sent
+		k.sent = got
+		return true, false, nil
+	}
+	return false, false, nil
 }
 
 // output builds a check-run output; title defaults to "<check>: <state>"

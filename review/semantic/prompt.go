@@ -38,6 +38,25 @@ const (
 // file that does not fit cut at a line, the rest listed by name. notes say
 // what was cut; the same words are in the message, so the model knows.
 func userMessage(in review.SemanticInput, budget int) (msg string, notes []string) {
+	head := promptHead(in)
+	if len(head)+reserveForDiffNoteBytes > budget {
+		head = clip(head, max(0, budget-reserveForDiffNoteBytes))
+	}
+	d := diffFit{left: budget - len(head) - reserveForDiffNoteBytes}
+	for _, f := range in.Diff.Files {
+		d.add(f)
+	}
+	note := d.note(budget, len(in.Diff.Files))
+	if note == "" {
+		return head + "\nDiff:" + d.b.String(), nil
+	}
+	return head + "\nDiff:" + d.b.String() + "\n[" + note + "]\n", []string{note}
+}
+
+// promptHead is the part of the user message before the diff: the pull
+// request, the validation findings, the memory and the earlier findings,
+// each capped.
+func promptHead(in review.SemanticInput) string {
 	var fixed strings.Builder
 	fmt.Fprintf(&fixed, "Pull request title: %s\n\nPull request body:\n%s\n\n", clip(in.Title, maxTitleBytes), clip(in.Body, maxBodyBytes))
 	fmt.Fprintf(&fixed, "Validation outcome: %s\n", in.Record.Outcome)
@@ -60,69 +79,71 @@ func userMessage(in review.SemanticInput, budget int) (msg string, notes []strin
 		fmt.Fprintf(&fixed, "\nNot in this diff: %s\n", in.Diff.Omitted)
 	}
 	writeEarlier(&fixed, in)
-	head := fixed.String()
-	if len(head)+reserveForDiffNoteBytes > budget {
-		head = clip(head, max(0, budget-reserveForDiffNoteBytes))
-	}
+	return fixed.String()
+}
 
-	left := budget - len(head) - reserveForDiffNoteBytes
-	var diff strings.Builder
-	whole, cutFiles := 0, 0
-	var omitted []string
-	for _, f := range in.Diff.Files {
-		header := fmt.Sprintf("\n--- %s (%s", f.Path, f.Status)
-		if f.Previous != "" {
-			header += ", renamed from " + f.Previous
-		}
-		header += ")\n"
-		patch := f.Patch
-		if patch == "" {
-			patch = "(no patch: binary or too large to diff)"
-		}
-		patch = strings.TrimSuffix(patch, "\n") + "\n"
-		switch {
-		case len(omitted) > 0:
-			omitted = append(omitted, f.Path)
-		case len(header)+len(patch) <= left:
-			diff.WriteString(header + patch)
-			left -= len(header) + len(patch)
-			whole++
-		case len(header)+200 <= left:
-			keep := left - len(header) - 100
-			cutAt := strings.LastIndexByte(patch[:keep], '\n') + 1
-			note := fmt.Sprintf("[gilf cut %d of %d bytes of this patch to fit the input budget]\n", len(patch)-cutAt, len(patch))
-			diff.WriteString(header + patch[:cutAt] + note)
-			left -= len(header) + cutAt + len(note)
-			cutFiles++
-			omitted = append(omitted, "") // later files are left out
-		default:
-			omitted = append(omitted, f.Path)
-		}
+// diffFit fits the diff's files into left bytes: whole files first in
+// order, the first file that does not fit cut at a line, the rest left
+// out.
+type diffFit struct {
+	b          strings.Builder
+	left       int
+	whole, cut int
+	omitted    []string // the files left out, by path
+}
+
+func (d *diffFit) add(f review.DiffFile) {
+	header := fmt.Sprintf("\n--- %s (%s", f.Path, f.Status)
+	if f.Previous != "" {
+		header += ", renamed from " + f.Previous
 	}
-	if len(omitted) > 0 && omitted[0] == "" {
-		omitted = omitted[1:]
+	header += ")\n"
+	patch := f.Patch
+	if patch == "" {
+		patch = "(no patch: binary or too large to diff)"
 	}
-	var note string
-	if cutFiles > 0 || len(omitted) > 0 {
-		note = fmt.Sprintf("gilf cut the diff to fit %d bytes of input: %d of %d files whole, %d cut, %d left out", budget, whole, len(in.Diff.Files), cutFiles, len(omitted))
-		if len(omitted) > 0 {
-			names := ""
-			for i, n := range omitted {
-				if len(note)+len(names)+len(n)+40 > reserveForDiffNoteBytes {
-					names += fmt.Sprintf(" and %d more", len(omitted)-i)
-					break
-				}
-				if i > 0 {
-					names += ", "
-				}
-				names += n
-			}
-			note += " (" + names + ")"
+	patch = strings.TrimSuffix(patch, "\n") + "\n"
+	switch {
+	case d.cut > 0 || len(d.omitted) > 0: // after the first that did not fit
+		d.omitted = append(d.omitted, f.Path)
+	case len(header)+len(patch) <= d.left:
+		d.b.WriteString(header + patch)
+		d.left -= len(header) + len(patch)
+		d.whole++
+	case len(header)+200 <= d.left:
+		keep := d.left - len(header) - 100
+		cutAt := strings.LastIndexByte(patch[:keep], '\n') + 1
+		note := fmt.Sprintf("[gilf cut %d of %d bytes of this patch to fit the input budget]\n", len(patch)-cutAt, len(patch))
+		d.b.WriteString(header + patch[:cutAt] + note)
+		d.left -= len(header) + cutAt + len(note)
+		d.cut++
+	default:
+		d.omitted = append(d.omitted, f.Path)
+	}
+}
+
+// note says what was cut of the diff, of files files and budget bytes of
+// input; "" when nothing was.
+func (d *diffFit) note(budget, files int) string {
+	if d.cut == 0 && len(d.omitted) == 0 {
+		return ""
+	}
+	note := fmt.Sprintf("gilf cut the diff to fit %d bytes of input: %d of %d files whole, %d cut, %d left out", budget, d.whole, files, d.cut, len(d.omitted))
+	if len(d.omitted) == 0 {
+		return note
+	}
+	names := ""
+	for i, n := range d.omitted {
+		if len(note)+len(names)+len(n)+40 > reserveForDiffNoteBytes {
+			names += fmt.Sprintf(" and %d more", len(d.omitted)-i)
+			break
 		}
-		notes = append(notes, note)
-		note = "\n[" + note + "]\n"
+		if i > 0 {
+			names += ", "
+		}
+		names += n
 	}
-	return head + "\nDiff:" + diff.String() + note, notes
+	return note + " (" + names + ")"
 }
 
 // maxPromptEarlier caps the earlier findings listed as context.
