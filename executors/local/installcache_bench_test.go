@@ -140,16 +140,25 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if eg := st.Egress; eg.Throttled != 0 || len(eg.Denied) != 0 {
 			b.Fatalf("a normal install met a limit: throttled %d, denied %+v", eg.Throttled, eg.Denied)
 		}
+		// The install step as its phase times it: the step's process and
+		// what gilf does before it starts (its proxy, the seeding of the
+		// package manager's cache).
+		inst = st.Duration
+		for _, p := range res.Phases {
+			if p.Name == "step:"+validation.StepInstall {
+				inst = time.Duration(p.Ms) * time.Millisecond
+			}
+		}
 		if eg := st.Egress; eg != nil {
 			reqs := 0
 			for _, h := range eg.Allowed {
 				reqs += h.Connections
 			}
 			if eg.Cache != nil {
-				b.Logf("gilf install %v: requests %d, cache hits %d misses %d served %d B; phases %+v", st.Duration, reqs, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
+				b.Logf("gilf install %v (its process %v): requests %d, cache hits %d misses %d served %d B; phases %+v", inst, st.Duration, reqs, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
 			}
 		}
-		return st.Duration, wall - st.Duration
+		return inst, wall - inst
 	}
 	var cold, first, warm, second, fixed []time.Duration
 	b.ResetTimer()
