@@ -56,6 +56,14 @@ func seedInstallCache(pm validation.PackageManager, c *egress.Cache, workspace, 
 // sandbox does reaches the shared cache. A checkout's own .yarnrc that
 // names another mirror wins (it only loses the seed).
 //
+// Measured (BenchmarkInstallCacheRealRepo on facebook/prop-types, 545
+// packages, Yarn 1.22.22, 2-core host at load 6–13, three iterations):
+// the second run makes 0 requests instead of 545, and takes 0.73× the
+// first run's time instead of 0.90× (per-iteration medians); against a
+// bare warm Yarn it is 1.77× (paired median) instead of 2.48×. What is
+// left is Yarn's own unpacking of every tarball into its empty cache, which
+// a bare warm install skips. Seeding itself takes about 100 ms.
+//
 // Seeding is best effort, as seedNpmCache's: a missing, linked or
 // oversized yarn.lock (MaxSeedLockfileBytes), a HOME that already has the
 // mirror or a .yarnrc, or a full budget seeds less or nothing; when the
@@ -126,24 +134,31 @@ type yarnTarball struct {
 // entries that name both a resolved URL with a mirror file name and a
 // sha512 integrity, each file name once, in order. Anything else (a git
 // or file dependency, an entry with a sha1 alone, a name that is not a
-// plain file name) is left out: Yarn fetches it as before.
+// plain file name, a name two entries give different digests) is left
+// out: Yarn fetches it as before.
 func yarnLockTarballs(lock []byte) []yarnTarball {
-	var out []yarnTarball
-	seen := map[string]bool{}
+	var all []yarnTarball
+	seen := map[string][]byte{}
 	var resolved, integrity string
 	flush := func() {
 		file := yarnMirrorName(resolved)
 		m := sriSHA512.FindString(integrity)
 		resolved, integrity = "", ""
-		if file == "" || m == "" || seen[file] {
+		if file == "" || m == "" {
 			return
 		}
 		sum, err := base64.StdEncoding.DecodeString(m[len("sha512-"):])
 		if err != nil {
 			return
 		}
-		seen[file] = true
-		out = append(out, yarnTarball{sum: sum, file: file})
+		if prev, ok := seen[file]; ok {
+			if !bytes.Equal(prev, sum) {
+				seen[file] = nil // two digests: neither is seeded
+			}
+			return
+		}
+		seen[file] = sum
+		all = append(all, yarnTarball{sum: sum, file: file})
 	}
 	sc := bufio.NewScanner(bytes.NewReader(lock))
 	sc.Buffer(nil, MaxSeedLockfileBytes)
@@ -160,6 +175,12 @@ func yarnLockTarballs(lock []byte) []yarnTarball {
 		}
 	}
 	flush()
+	out := all[:0]
+	for _, tb := range all {
+		if seen[tb.file] != nil {
+			out = append(out, tb)
+		}
+	}
 	return out
 }
 

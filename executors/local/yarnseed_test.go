@@ -3,7 +3,6 @@ package local
 import (
 	"crypto/sha512"
 	"encoding/base64"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,7 +13,6 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/validation"
 )
@@ -35,34 +33,12 @@ func TestInstallSeededYarnMirror(t *testing.T) {
 	}
 	install := validation.Step{Name: validation.StepInstall, Argv: validation.InstallArgv(validation.Yarn, true), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute}
 	tamper := shStep("tamper", `n=0; for f in "$HOME/`+yarnMirrorDir+`"/*.tgz; do [ -f "$f" ] && chmod u+w "$f" && echo tampered > "$f" && n=$((n+1)); done; echo "overwrote $n"`, time.Minute)
-	var recs []*validation.Egress
-	var outs []string
-	for i := range 2 {
-		e := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}})
-		res, err := e.Run(t.Context(), executors.Request{Dir: copyRepo(t, src), Plan: validation.Plan{PackageManager: validation.Yarn, Steps: []validation.Step{install, tamper}}})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wantStatus(t, res.Steps[0], validation.StatusPassed)
-		wantStatus(t, res.Steps[1], validation.StatusPassed)
-		if res.Steps[0].Egress == nil || res.Steps[0].Egress.Cache == nil {
-			t.Fatalf("run %d: no cache record: %+v", i, res.Steps[0].Egress)
-		}
-		recs = append(recs, res.Steps[0].Egress)
-		outs = append(outs, res.Steps[1].Output.Head)
+	sums := make([][]byte, len(tarballs))
+	for i, tb := range tarballs {
+		sums[i] = tb.sum
 	}
-	first, second := recs[0].Cache, recs[1].Cache
-	if first.Misses < len(tarballs) || first.Hits != 0 {
-		t.Errorf("first run %+v: want a miss for each of the %d tarballs", first, len(tarballs))
-	}
-	if second.Misses != 0 || second.Hits < len(tarballs) {
-		t.Errorf("second run %+v: want the %d tarballs seeded, nothing fetched", second, len(tarballs))
-	}
-	requests := 0
-	for _, h := range recs[1].Allowed {
-		requests += h.Connections
-	}
-	if requests != 0 {
+	recs, outs := seededTwice(t, validation.Yarn, rule, cache, src, len(tarballs), install, tamper)
+	if requests := proxyRequests(recs[1]); requests != 0 {
 		t.Errorf("second run: %d requests through the proxy; want none, every tarball seeded (first run: %+v)", requests, recs[0].Allowed)
 	}
 	// The first run had no mirror (the cache held nothing to seed it
@@ -70,30 +46,11 @@ func TestInstallSeededYarnMirror(t *testing.T) {
 	if !strings.Contains(outs[0], "overwrote 0") || !strings.Contains(outs[1], "overwrote "+strconv.Itoa(len(tarballs))) {
 		t.Errorf("the sandbox's mirror: first run %q, second %q; want 0, then the %d seeded tarballs", outs[0], outs[1], len(tarballs))
 	}
-	for _, tb := range tarballs {
-		f, _, ok := cache.OpenTarball(tb.sum)
-		if !ok {
-			t.Fatalf("the cache lost %s", tb.file)
-		}
-		h := sha512.New()
-		_, err := io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := h.Sum(nil); string(got) != string(tb.sum) {
-			t.Errorf("the cache's %s now has digest %x", tb.file, got[:8])
-		}
-	}
+	wantCacheIntact(t, cache, sums)
 
 	// The bound: exactly the bytes of all of them seeds all; a byte less
 	// seeds one fewer.
-	total := int64(0)
-	for _, tb := range tarballs {
-		f, size, _ := cache.OpenTarball(tb.sum)
-		f.Close()
-		total += size
-	}
+	total := cachedBytes(t, cache, sums)
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, validation.LockfileYarn), lock, 0o600); err != nil {
 		t.Fatal(err)
@@ -218,6 +175,14 @@ git@1:
 direct@1:
   resolved "https://codeload.example/a/b/tar.gz/direct-1.tgz"
   integrity ` + d + `
+
+twice@1:
+  resolved "https://one.example/twice/-/twice-1.tgz"
+  integrity ` + c + `
+
+twice@npm:other-twice@1:
+  resolved "https://other.example/twice/-/twice-1.tgz"
+  integrity ` + a + `
 `
 	got := yarnLockTarballs([]byte(lock))
 	want := []yarnTarball{
