@@ -326,6 +326,7 @@ func (r *run) openSandbox(runID string) error {
 		denyDirs:  r.denyDirs,
 		denyFiles: r.denyFiles,
 		tool:      r.tool.dir,
+		manager:   r.tool.manager,
 		ca:        e.ca != nil,
 		env:       r.tool.env(e.ca != nil),
 		repoEnv:   r.req.Plan.Env,

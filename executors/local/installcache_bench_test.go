@@ -5,71 +5,130 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/internal/shared"
+	"github.com/gilf-review/gilf/toolchain"
 	"github.com/gilf-review/gilf/validation"
 )
 
+// Bench-only knobs of BenchmarkInstallCacheRealRepo, read by the test
+// alone (never gilf's configuration, so no GILF_ prefix).
+const (
+	// benchRepoEnv names a repository directory (a real checkout with
+	// its lockfile) to install instead of shared data's steno.
+	benchRepoEnv = "BENCH_INSTALL_REPO"
+	// benchPMEnv is the package manager that repository must be planned
+	// with (npm, pnpm, yarn, yarn-berry, bun): a check that gilf detects
+	// what the measurement is about.
+	benchPMEnv = "BENCH_INSTALL_PM"
+)
+
 // BenchmarkInstallCacheRealRepo measures the install step of a real
-// repository's real lockfile (shared data: typicode/steno, npm ci, 391
-// packages) from the npm registry, gilf against the same npm run bare on
-// the worker, alternated in each iteration:
+// repository's real lockfile from the npm registry, gilf against the same
+// package manager (the very binary and version gilf runs in the sandbox)
+// run bare on the worker, alternated in each iteration:
 //
-//   - bare-cold: npm ci with an empty npm cache;
+//   - bare-cold: the install with an empty package-manager cache;
 //   - gilf-first: the install step through gilf's terminating proxy with an
-//     empty verifying cache (and so an empty npm cache in the sandbox);
-//   - bare-warm: npm ci again, its cache filled by bare-cold;
+//     empty verifying cache (and so an empty package-manager cache in the
+//     sandbox);
+//   - bare-warm: the install again, node_modules removed, its cache filled
+//     by bare-cold;
 //   - gilf-second: the install step again, the proxy's cache filled by
-//     gilf-first (and the sandbox's npm cache seeded from it).
+//     gilf-first (and the sandbox's package-manager cache seeded from it
+//     where gilf seeds one).
+//
+// The repository is shared data's typicode/steno (npm ci, 391 packages)
+// unless BENCH_INSTALL_REPO names a checkout's directory; its plan is
+// gilf's own (validation.BuildPlan: the manager, the version it pins, the
+// install argv), checked against BENCH_INSTALL_PM when that is set. A
+// manager other than npm is prepared by the toolchain cache from the npm
+// registry, as a worker with GILF_TOOLCHAIN_DIR does; a Yarn release
+// committed in the checkout (yarnPath) runs as gilf runs it, with node.
+//
+//	BENCH_INSTALL_REPO=/tmp/defu BENCH_INSTALL_PM=pnpm go test ./executors/local -run '^$' -bench InstallCacheRealRepo -benchtime 2x -v
 //
 // With -v it logs each gilf install's requests through the proxy, its
 // cache hits, misses and bytes served, and the run's phases.
 //
 // Metrics are medians: each install's ms/op, the ratios first/cold
 // (target ≤ 1.15) and second/warm (target ≤ 1.10), and gilf's fixed cost
-// (the run's wall time minus its steps', target ≤ 250 ms). It needs the
-// npm registry (the one network this workplace allows installs).
+// (the run's wall time minus its steps', target ≤ 250 ms); "packages" is
+// the count of packages the lockfile locks. It needs the npm registry
+// (the one network this workplace allows installs).
 //
 //	go test ./executors/local -run '^$' -bench InstallCacheRealRepo -benchtime 3x
 func BenchmarkInstallCacheRealRepo(b *testing.B) {
-	src := extractRepo(b, shared.Data(b, "repos", "steno.tar.gz"))
-	npm, err := exec.LookPath("npm")
+	src := os.Getenv(benchRepoEnv)
+	if src == "" {
+		src = extractRepo(b, shared.Data(b, "repos", "steno.tar.gz"))
+	}
+	plan := validation.BuildPlan(src, validation.PlanOptions{})
+	pm := plan.PackageManager
+	if want := os.Getenv(benchPMEnv); want != "" && string(pm) != want {
+		b.Fatalf("%s is planned with %q (%s), not %s=%s", src, pm, plan.PackageManagerSource, benchPMEnv, want)
+	}
+	var install validation.Step
+	for _, s := range plan.Steps {
+		if s.Name == validation.StepInstall {
+			install = s
+		}
+	}
+	if install.Argv == nil || install.Inconclusive != "" {
+		b.Fatalf("%s: no install step in the plan: %+v", src, plan)
+	}
+	install.Timeout = 10 * time.Minute
+	tools, err := toolchain.New(toolchain.Options{Dir: filepath.Join(b.TempDir(), "toolchains"), Registry: DefaultRegistry})
 	if err != nil {
 		b.Fatal(err)
 	}
-	rule, err := egress.RuleFromURL(DefaultRegistry)
-	if err != nil {
-		b.Fatal(err)
+	bareArgv, toolVersion := benchBareCommand(b, tools, src, plan)
+	b.Logf("%s: %s %s (%s), %d packages; install %q", src, pm, toolVersion, plan.Tool.Source, lockedPackages(src, pm), install.Argv)
+	// The registries a worker allows by default (npm's, and Yarn
+	// classic's, which its lockfiles name).
+	var rules []egress.Rule
+	for _, u := range []string{DefaultRegistry, "https://registry.yarnpkg.com/"} {
+		rule, err := egress.RuleFromURL(u)
+		if err != nil {
+			b.Fatal(err)
+		}
+		rules = append(rules, rule)
 	}
 	ca, err := egress.LoadOrCreateCA(filepath.Join(b.TempDir(), "ca"))
 	if err != nil {
 		b.Fatal(err)
 	}
-	argv := validation.InstallArgv(validation.NPM, true)
 	bare := func(cache string) time.Duration {
 		dir := copyRepo(b, src)
-		cmd := exec.Command(npm, argv[1:]...)
+		cmd := exec.Command(bareArgv[0], bareArgv[1:]...)
 		cmd.Dir = dir
-		cmd.Env = []string{"PATH=" + DefaultPath, "HOME=" + b.TempDir(), "npm_config_cache=" + cache, "CI=true", "LANG=C.UTF-8"}
+		cmd.Env = append([]string{"PATH=" + filepath.Dir(bareArgv[0]) + ":" + DefaultPath, "HOME=" + b.TempDir(), "CI=true", "LANG=C.UTF-8"}, bareCacheEnv(pm, cache)...)
+		// The worker's own trust (a host whose roots node does not
+		// bundle), as a bare install on it has.
+		for _, k := range []string{"NODE_EXTRA_CA_CERTS", "SSL_CERT_FILE"} {
+			if v := os.Getenv(k); v != "" {
+				cmd.Env = append(cmd.Env, k+"="+v)
+			}
+		}
 		start := time.Now()
 		if out, err := cmd.CombinedOutput(); err != nil {
-			b.Fatalf("bare npm ci: %v\n%s", err, out)
+			b.Fatalf("bare %q: %v\n%s", bareArgv, err, out)
 		}
 		return time.Since(start)
 	}
-	gilf := func(e *Executor) (install, fixed time.Duration) {
+	gilf := func(e *Executor) (inst, fixed time.Duration) {
 		dir := copyRepo(b, src)
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 		defer cancel()
 		start := time.Now()
-		res, err := e.Run(ctx, executors.Request{Dir: dir, Plan: validation.Plan{PackageManager: validation.NPM, Steps: []validation.Step{
-			{Name: validation.StepInstall, Argv: argv, Network: validation.NetworkRegistry, Timeout: 10 * time.Minute},
-		}}})
+		res, err := e.Run(ctx, executors.Request{Dir: dir, Plan: validation.Plan{PackageManager: pm, Tool: plan.Tool, Steps: []validation.Step{install}}})
 		wall := time.Since(start)
 		if err != nil {
 			b.Fatal(err)
@@ -81,16 +140,25 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if eg := st.Egress; eg.Throttled != 0 || len(eg.Denied) != 0 {
 			b.Fatalf("a normal install met a limit: throttled %d, denied %+v", eg.Throttled, eg.Denied)
 		}
+		// The install step as its phase times it: the step's process and
+		// what gilf does before it starts (its proxy, the seeding of the
+		// package manager's cache).
+		inst = st.Duration
+		for _, p := range res.Phases {
+			if p.Name == "step:"+validation.StepInstall {
+				inst = time.Duration(p.Ms) * time.Millisecond
+			}
+		}
 		if eg := st.Egress; eg != nil {
 			reqs := 0
 			for _, h := range eg.Allowed {
 				reqs += h.Connections
 			}
 			if eg.Cache != nil {
-				b.Logf("gilf install %v: requests %d, cache hits %d misses %d served %d B; phases %+v", st.Duration, reqs, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
+				b.Logf("gilf install %v (its process %v): requests %d, cache hits %d misses %d served %d B; phases %+v", inst, st.Duration, reqs, eg.Cache.Hits, eg.Cache.Misses, eg.Cache.BytesServed, res.Phases)
 			}
 		}
-		return st.Duration, wall - st.Duration
+		return inst, wall - inst
 	}
 	var cold, first, warm, second, fixed []time.Duration
 	b.ResetTimer()
@@ -99,20 +167,21 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, err := New(discardLogger(), Options{WorkRoot: benchWorkRoot(b), Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, CA: ca, Cache: cache}})
+		e, err := New(discardLogger(), Options{WorkRoot: benchWorkRoot(b), Tools: tools, Egress: EgressOptions{AllowHosts: rules, CA: ca, Cache: cache}})
 		if err != nil {
 			b.Fatal(err)
 		}
-		npmCache := b.TempDir()
-		cold = append(cold, bare(npmCache))
+		pmCache := b.TempDir()
+		cold = append(cold, bare(pmCache))
 		in, fx := gilf(e)
 		first, fixed = append(first, in), append(fixed, fx)
-		warm = append(warm, bare(npmCache))
+		warm = append(warm, bare(pmCache))
 		in, fx = gilf(e)
 		second, fixed = append(second, in), append(fixed, fx)
-		b.Logf("bare cold %v, gilf first %v, bare warm %v, gilf second %v", cold[len(cold)-1], first[len(first)-1], warm[len(warm)-1], in)
+		b.Logf("bare cold %v, gilf first %v, bare warm %v, gilf second %v; load %s", cold[len(cold)-1], first[len(first)-1], warm[len(warm)-1], in, loadAverage())
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(lockedPackages(src, pm)), "packages")
 	b.ReportMetric(msOf(median(cold)), "bare-cold-ms/op")
 	b.ReportMetric(msOf(median(first)), "gilf-first-ms/op")
 	b.ReportMetric(msOf(median(warm)), "bare-warm-ms/op")
@@ -125,6 +194,97 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 	b.ReportMetric(medianRatio(first, cold), "first/cold-paired")
 	b.ReportMetric(medianRatio(second, warm), "second/warm-paired")
 	b.ReportMetric(msOf(median(fixed)), "gilf-fixed-ms/op")
+}
+
+// benchBareCommand is the install argv of plan run bare on the worker
+// with the binary gilf runs in the sandbox: the worker's npm, the
+// toolchain's build of the pinned version, or node on the committed Yarn
+// release. It returns the argv (an absolute command) and the version.
+func benchBareCommand(b *testing.B, tools *toolchain.Cache, dir string, plan validation.Plan) ([]string, string) {
+	b.Helper()
+	var install []string
+	for _, s := range plan.Steps {
+		if s.Name == validation.StepInstall {
+			install = s.Argv
+		}
+	}
+	tr := plan.Tool
+	tr.Manager = plan.PackageManager
+	switch {
+	case tr.Release != "":
+		node, err := exec.LookPath("node")
+		if err != nil {
+			b.Fatal(err)
+		}
+		return append([]string{node, filepath.Join(dir, tr.Release)}, install[1:]...), tr.Version + " (committed release)"
+	case tr.Manager == validation.NPM:
+		npm, err := exec.LookPath("npm")
+		if err != nil {
+			b.Fatal(err)
+		}
+		v, _ := hostToolVersion("npm", DefaultPath)
+		return append([]string{npm}, install[1:]...), v
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	t, err := tools.Prepare(ctx, tr)
+	if err != nil {
+		b.Fatalf("prepare %s: %v", tr.Manager, err)
+	}
+	return append([]string{filepath.Join(t.Dir, "bin", validation.ToolBinary(tr.Manager))}, install[1:]...), t.Version
+}
+
+// bareCacheEnv points a bare package manager's own cache (and whatever
+// else it keeps between installs) at dir: empty for a cold install,
+// filled by it for a warm one.
+func bareCacheEnv(pm validation.PackageManager, dir string) []string {
+	switch pm {
+	case validation.PNPM:
+		return []string{"npm_config_store_dir=" + filepath.Join(dir, "store"), "npm_config_cache_dir=" + filepath.Join(dir, "cache"),
+			"npm_config_state_dir=" + filepath.Join(dir, "state"), "npm_config_manage_package_manager_versions=false"}
+	case validation.Yarn:
+		return []string{"YARN_CACHE_FOLDER=" + dir}
+	case validation.YarnBerry:
+		return []string{"YARN_CACHE_FOLDER=" + filepath.Join(dir, "cache"), "YARN_GLOBAL_FOLDER=" + filepath.Join(dir, "global"),
+			"YARN_ENABLE_GLOBAL_CACHE=false", "YARN_ENABLE_TELEMETRY=0"}
+	case validation.Bun:
+		return []string{"BUN_INSTALL_CACHE_DIR=" + dir}
+	}
+	return []string{"npm_config_cache=" + dir}
+}
+
+// lockedPackages counts the packages dir's lockfile locks from a
+// registry: the distinct sha512 integrities it names, or for Yarn 2+
+// (whose lockfile keeps checksums of its own) its npm resolutions.
+func lockedPackages(dir string, pm validation.PackageManager) int {
+	for _, name := range []string{"bun.lock", "pnpm-lock.yaml", "yarn.lock", "npm-shrinkwrap.json", "package-lock.json"} {
+		lock, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			continue
+		}
+		if pm == validation.YarnBerry {
+			return len(berryResolution.FindAll(lock, -1))
+		}
+		return len(lockfileSums(lock))
+	}
+	return 0
+}
+
+// berryResolution is a Yarn 2+ lockfile's resolution of a registry
+// package.
+var berryResolution = regexp.MustCompile(`(?m)^  resolution: "[^"]+@npm:`)
+
+// loadAverage is the host's 1, 5 and 15 minute load averages.
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
 }
 
 // BenchmarkRunFixedCost is gilf's fixed cost on a repository with no

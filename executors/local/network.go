@@ -190,11 +190,12 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 		return nil, fmt.Errorf("egress proxy socket: %w", err)
 	}
 	sp := &stepProxy{proxy: p, listener: l, dir: dir, dirFD: dirFD, bridge: bridge, served: make(chan error, 1)}
-	// npm's own cache, seeded from the verifying cache, spares it the
-	// requests the proxy would answer from it (see seedNpmCache).
-	n, size, err := seedNpmCache(s.opts.Egress.Cache, s.dirs.Workspace, s.dirs.Home, int(s.opts.SandboxUID), int(s.opts.SandboxGID), MaxSeedBytes)
+	// The package manager's own cache, seeded from the verifying cache,
+	// spares it the requests the proxy would answer from it (see
+	// seedInstallCache).
+	n, size, err := seedInstallCache(s.manager, s.opts.Egress.Cache, s.dirs.Workspace, s.dirs.Home, int(s.opts.SandboxUID), int(s.opts.SandboxGID), MaxSeedBytes)
 	if err != nil {
-		log.Info("npm cache not seeded", logkey.Err, err.Error())
+		log.Info("package manager cache not seeded", logkey.Manager, string(s.manager), logkey.Err, err.Error())
 	}
 	p.Seeded(n, size)
 	for _, r := range rules {

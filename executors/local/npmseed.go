@@ -82,39 +82,67 @@ func seedNpmCache(c *egress.Cache, workspace, home string, uid, gid int, maxByte
 		}
 	}
 	var n int
-	var bytes int64
+	budget := maxBytes
 	made := map[string]bool{}
 	for _, sum := range sums {
-		f, size, ok := c.OpenTarball(sum)
-		if !ok {
-			continue
-		}
-		if bytes+size > maxBytes {
-			f.Close()
-			break
-		}
 		h := hex.EncodeToString(sum)
-		dir := content
-		for _, d := range []string{h[:2], h[2:4]} {
-			dir = filepath.Join(dir, d)
-			if made[dir] {
-				continue
+		ok, err := seedTarball(c, sum, uid, gid, &budget, func() (string, error) {
+			dir := content
+			for _, d := range []string{h[:2], h[2:4]} {
+				dir = filepath.Join(dir, d)
+				if made[dir] {
+					continue
+				}
+				if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
+					return "", err
+				}
+				made[dir] = true
 			}
-			if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
-				f.Close()
-				return n, bytes, err
-			}
-			made[dir] = true
-		}
-		err := copyOpen(f, filepath.Join(dir, h[4:]), 0o444, uid, gid)
-		f.Close()
+			return filepath.Join(dir, h[4:]), nil
+		})
 		if err != nil {
-			return n, bytes, err
+			return n, maxBytes - budget, ignoreFull(err)
 		}
-		n++
-		bytes += size
+		if ok {
+			n++
+		}
 	}
-	return n, bytes, nil
+	return n, maxBytes - budget, nil
+}
+
+// errSeedFull says a seed's byte budget is spent.
+var errSeedFull = errors.New("seed budget spent")
+
+// ignoreFull is err unless it only says the budget is spent.
+func ignoreFull(err error) error {
+	if errors.Is(err, errSeedFull) {
+		return nil
+	}
+	return err
+}
+
+// seedTarball copies the cache's tarball of digest sum, when it holds it,
+// to the new file dst names (made only then), read-only and owned by
+// uid:gid, and takes its size from *budget. A tarball larger than what is
+// left of the budget is not copied: errSeedFull.
+func seedTarball(c *egress.Cache, sum []byte, uid, gid int, budget *int64, dst func() (string, error)) (bool, error) {
+	f, size, ok := c.OpenTarball(sum)
+	if !ok {
+		return false, nil
+	}
+	defer f.Close()
+	if size > *budget {
+		return false, errSeedFull
+	}
+	p, err := dst()
+	if err != nil {
+		return false, err
+	}
+	if err := copyOpen(f, p, 0o444, uid, gid); err != nil {
+		return false, err
+	}
+	*budget -= size
+	return true, nil
 }
 
 // lockfileSums are the distinct sha512 digests a lockfile names, in

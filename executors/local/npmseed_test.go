@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/internal/registrytest"
 	"github.com/gilf-review/gilf/validation"
@@ -36,61 +37,19 @@ func TestInstallSeededFromCache(t *testing.T) {
 	// The step after the install overwrites every seeded tarball it
 	// can find in its own npm cache.
 	tamper := shStep("tamper", `n=0; for f in $(find "$HOME/.npm/_cacache/content-v2/sha512" -type f); do chmod u+w "$f" && echo tampered > "$f" && n=$((n+1)); done; echo "overwrote $n"`, time.Minute)
-	var recs []*validation.Egress
-	var outs []string
-	for i := range 2 {
-		e := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}})
-		res := runPlan(t, e, copyRepo(t, src), install, tamper)
-		wantStatus(t, res.Steps[0], validation.StatusPassed)
-		wantStatus(t, res.Steps[1], validation.StatusPassed)
-		if res.Steps[0].Egress == nil || res.Steps[0].Egress.Cache == nil {
-			t.Fatalf("run %d: no cache record: %+v", i, res.Steps[0].Egress)
-		}
-		recs = append(recs, res.Steps[0].Egress)
-		outs = append(outs, res.Steps[1].Output.Head)
-	}
-	first, second := recs[0].Cache, recs[1].Cache
-	if first.Misses < len(sums) || first.Hits != 0 {
-		t.Errorf("first run %+v: want a miss for each of the %d tarballs", first, len(sums))
-	}
-	if second.Misses != 0 || second.Hits < len(sums) {
-		t.Errorf("second run %+v: want the %d tarballs seeded, nothing fetched", second, len(sums))
-	}
-	requests := 0
-	for _, h := range recs[1].Allowed {
-		requests += h.Connections
-	}
-	if requests >= len(sums) {
+	recs, outs := seededTwice(t, validation.NPM, rule, cache, src, len(sums), install, tamper)
+	if requests := proxyRequests(recs[1]); requests >= len(sums) {
 		t.Errorf("second run: %d requests through the proxy for %d seeded tarballs", requests, len(sums))
 	}
 	if !strings.Contains(outs[1], "overwrote "+strconv.Itoa(len(sums))) {
 		t.Errorf("second run's npm cache: %q, want the %d seeded tarballs there", outs[1], len(sums))
 	}
 	// What the sandbox overwrote was its own copy.
-	for _, sum := range sums {
-		f, _, ok := cache.OpenTarball(sum)
-		if !ok {
-			t.Fatalf("the cache lost %x", sum[:8])
-		}
-		h := sha512.New()
-		_, err := io.Copy(h, f)
-		f.Close()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got := h.Sum(nil); string(got) != string(sum) {
-			t.Errorf("the cache's tarball %x now has digest %x", sum[:8], got[:8])
-		}
-	}
+	wantCacheIntact(t, cache, sums)
 
 	// The bound: exactly the bytes of all of them seeds all; a byte
 	// less seeds one fewer.
-	total := int64(0)
-	for _, sum := range sums {
-		f, size, _ := cache.OpenTarball(sum)
-		f.Close()
-		total += size
-	}
+	total := cachedBytes(t, cache, sums)
 	ws := t.TempDir()
 	if err := os.WriteFile(filepath.Join(ws, "package-lock.json"), lock, 0o600); err != nil {
 		t.Fatal(err)
@@ -166,6 +125,85 @@ func TestSeedNpmCacheRefuses(t *testing.T) {
 	if n, _, err := seedNpmCache(cache, ws, t.TempDir(), uid, gid, MaxSeedBytes); n != 0 || err != nil {
 		t.Errorf("empty cache: %d seeded, %v", n, err)
 	}
+}
+
+// seededTwice runs install and then tamper (a step that overwrites the
+// seeded copies it finds and says "overwrote N") twice, each in a run of
+// its own with pm's plan, through cache. The first run must miss each of
+// the n tarballs, the second hit them all, seeded. It returns each run's
+// install record and tamper's output.
+func seededTwice(t *testing.T, pm validation.PackageManager, rule egress.Rule, cache *egress.Cache, src string, n int, install, tamper validation.Step) ([]*validation.Egress, []string) {
+	t.Helper()
+	var recs []*validation.Egress
+	var outs []string
+	for i := range 2 {
+		e := newExec(t, Options{Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}})
+		res, err := e.Run(t.Context(), executors.Request{Dir: copyRepo(t, src), Plan: validation.Plan{PackageManager: pm, Steps: []validation.Step{install, tamper}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantStatus(t, res.Steps[0], validation.StatusPassed)
+		wantStatus(t, res.Steps[1], validation.StatusPassed)
+		if res.Steps[0].Egress == nil || res.Steps[0].Egress.Cache == nil {
+			t.Fatalf("run %d: no cache record: %+v", i, res.Steps[0].Egress)
+		}
+		recs = append(recs, res.Steps[0].Egress)
+		outs = append(outs, res.Steps[1].Output.Head)
+	}
+	first, second := recs[0].Cache, recs[1].Cache
+	if first.Misses < n || first.Hits != 0 {
+		t.Errorf("first run %+v: want a miss for each of the %d tarballs", first, n)
+	}
+	if second.Misses != 0 || second.Hits < n {
+		t.Errorf("second run %+v: want the %d tarballs seeded, nothing fetched", second, n)
+	}
+	return recs, outs
+}
+
+// proxyRequests counts the requests an install step made through its
+// proxy.
+func proxyRequests(rec *validation.Egress) int {
+	n := 0
+	for _, h := range rec.Allowed {
+		n += h.Connections
+	}
+	return n
+}
+
+// wantCacheIntact checks the cache still holds each of sums, with bytes
+// of that digest.
+func wantCacheIntact(t *testing.T, cache *egress.Cache, sums [][]byte) {
+	t.Helper()
+	for _, sum := range sums {
+		f, _, ok := cache.OpenTarball(sum)
+		if !ok {
+			t.Fatalf("the cache lost %x", sum[:8])
+		}
+		h := sha512.New()
+		_, err := io.Copy(h, f)
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := h.Sum(nil); string(got) != string(sum) {
+			t.Errorf("the cache's tarball %x now has digest %x", sum[:8], got[:8])
+		}
+	}
+}
+
+// cachedBytes is the size of the cache's tarballs of sums, together.
+func cachedBytes(t *testing.T, cache *egress.Cache, sums [][]byte) int64 {
+	t.Helper()
+	total := int64(0)
+	for _, sum := range sums {
+		f, size, ok := cache.OpenTarball(sum)
+		if !ok {
+			t.Fatalf("the cache lacks %x", sum[:8])
+		}
+		f.Close()
+		total += size
+	}
+	return total
 }
 
 // registryAndCache is the package's registry, its allow-list rule and

@@ -43,6 +43,9 @@ type sandbox struct {
 	// tool is the host directory of the plan's package manager ("" for
 	// none: the worker's own).
 	tool string
+	// manager is the plan's package manager ("" for none), whose own
+	// cache an install step is seeded for.
+	manager validation.PackageManager
 	// ca says the run's etc holds the CA bundle.
 	ca bool
 	// env are the run's own additions to the step environment, with
