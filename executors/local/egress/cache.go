@@ -2,12 +2,14 @@ package egress
 
 import (
 	"cmp"
+	"compress/gzip"
 	"crypto/sha256"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"net/http"
@@ -172,13 +174,20 @@ func (c *Cache) digests(resp *http.Response) (map[string][]byte, error) {
 	if !ok {
 		return publishedIntegrities(resp.Body)
 	}
+	return c.fileDigests(f, "")
+}
+
+// fileDigests are the digests of a kept packument file whose body is in
+// encoding ("" or "identity", or "gzip"), parsed once per version of
+// the file (see digests).
+func (c *Cache) fileDigests(f *os.File, encoding string) (map[string][]byte, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return publishedIntegrities(f)
+		return parseKept(f, encoding)
 	}
 	id := fileID{dev: st.Dev, ino: st.Ino, size: fi.Size()}
 	c.parsedMu.Lock()
@@ -187,7 +196,7 @@ func (c *Cache) digests(resp *http.Response) (map[string][]byte, error) {
 	if ok {
 		return doc, nil
 	}
-	doc, err = publishedIntegrities(f)
+	doc, err = parseKept(f, encoding)
 	if err != nil {
 		return nil, err
 	}
@@ -198,6 +207,23 @@ func (c *Cache) digests(resp *http.Response) (map[string][]byte, error) {
 	c.parsed[id] = doc
 	c.parsedMu.Unlock()
 	return doc, nil
+}
+
+// parseKept reads the integrities of a kept packument in its encoding;
+// publishedIntegrities bounds what it decompresses by MaxMetadataBytes.
+func parseKept(r io.Reader, encoding string) (map[string][]byte, error) {
+	switch encoding {
+	case "", "identity":
+		return publishedIntegrities(r)
+	case "gzip":
+		gz, err := gzip.NewReader(r)
+		if err != nil {
+			return nil, err
+		}
+		defer gz.Close()
+		return publishedIntegrities(gz)
+	}
+	return nil, fmt.Errorf("packument in encoding %q", encoding)
 }
 
 // Stats returns the cache's totals.

@@ -102,6 +102,63 @@ func TestCacheServesVerifiedTarballs(t *testing.T) {
 	}
 }
 
+// The integrity of a tarball comes from the packument the client itself
+// just asked for, kept by the proxy in the variant it was asked in
+// (abbreviated or whole, gzip or not; a scope's slash escaped either
+// way): the registry is asked for each packument once, not again in
+// another variant before the tarball. A stale kept packument is not used.
+func TestCacheIntegrityFromTheClientsPackument(t *testing.T) {
+	for _, tc := range []struct {
+		name, packument, tarball string
+		header                   []string
+	}{
+		{"abbreviated gzip", "/pkg", pkgTarball, []string{"Accept", corgiAccept, "Accept-Encoding", "gzip"}},
+		{"whole identity", "/pkg", pkgTarball, nil},
+		{"scoped, upper-case escape", "/@scope%2Flib", scopedTarball, []string{"Accept", corgiAccept, "Accept-Encoding", "gzip"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := newStandin()
+			target := serveStandin(t, reg)
+			base := "http://" + target
+			tp, c := run(t, target, openCache(t, t.TempDir(), 0, time.Hour))
+			if status, _ := fetchVia(t, c, base+tc.packument, tc.header...); status != http.StatusOK {
+				t.Fatalf("packument: %d", status)
+			}
+			ref, _ := parseTarballPath(tc.tarball)
+			if status, body := fetchVia(t, c, base+tc.tarball); status != http.StatusOK || !bytes.Equal(body, reg.tarballs[ref.name][ref.version]) {
+				t.Fatalf("tarball: %d", status)
+			}
+			tp.stop(t)
+			var asked []string
+			for _, r := range reg.seen() {
+				if !strings.Contains(r, "/-/") {
+					asked = append(asked, r)
+				}
+			}
+			if len(asked) != 1 {
+				t.Errorf("the registry was asked for the packument %d times (%v), want once", len(asked), asked)
+			}
+			if rc := tp.Report().Cache; rc == nil || rc.Misses != 2 {
+				t.Errorf("cache record %+v, want the packument and the tarball as misses", rc)
+			}
+		})
+	}
+	t.Run("stale", func(t *testing.T) {
+		reg := newStandin()
+		target := serveStandin(t, reg)
+		base := "http://" + target
+		tp, c := run(t, target, openCache(t, t.TempDir(), 0, -1))
+		fetchVia(t, c, base+"/pkg", "Accept", corgiAccept, "Accept-Encoding", "gzip")
+		if status, _ := fetchVia(t, c, base+pkgTarball); status != http.StatusOK {
+			t.Fatalf("tarball: %d", status)
+		}
+		tp.stop(t)
+		if n := reg.count("GET /pkg") - reg.count("GET /pkg/"); n != 2 {
+			t.Errorf("the registry was asked for the packument %d times, want twice (the kept one revalidates every time)", n)
+		}
+	})
+}
+
 // A registry that serves bytes that do not match its published integrity
 // gets nothing stored and nothing served: the request fails as the
 // registry's fault (502 integrity_mismatch), every time, until it serves

@@ -1,6 +1,7 @@
 package egress
 
 import (
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"crypto/sha512"
@@ -130,6 +131,14 @@ func (s *standin) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/vnd.npm.install-v1+json")
 	} else {
 		w.Header().Set("Content-Type", "application/json")
+	}
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		// As the npm registry answers a package manager.
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		gz.Write(body)
+		gz.Close()
+		return
 	}
 	w.Write(body)
 }
