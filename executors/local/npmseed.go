@@ -81,25 +81,33 @@ func seedNpmCache(c *egress.Cache, workspace, home string, uid, gid int, maxByte
 			return 0, 0, err
 		}
 	}
+	made := map[string]bool{}
+	return seedTarballs(c, sums, uid, gid, maxBytes, func(i int) (string, error) {
+		h := hex.EncodeToString(sums[i])
+		dir := content
+		for _, d := range []string{h[:2], h[2:4]} {
+			dir = filepath.Join(dir, d)
+			if made[dir] {
+				continue
+			}
+			if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
+				return "", err
+			}
+			made[dir] = true
+		}
+		return filepath.Join(dir, h[4:]), nil
+	})
+}
+
+// seedTarballs copies the cache's tarballs of the digests sums, each it
+// holds to the new file dst(i) names, until the byte budget maxBytes is
+// spent (then it stops, without an error), and returns how many it
+// copied and their bytes.
+func seedTarballs(c *egress.Cache, sums [][]byte, uid, gid int, maxBytes int64, dst func(i int) (string, error)) (int, int64, error) {
 	var n int
 	budget := maxBytes
-	made := map[string]bool{}
-	for _, sum := range sums {
-		h := hex.EncodeToString(sum)
-		ok, err := seedTarball(c, sum, uid, gid, &budget, func() (string, error) {
-			dir := content
-			for _, d := range []string{h[:2], h[2:4]} {
-				dir = filepath.Join(dir, d)
-				if made[dir] {
-					continue
-				}
-				if err := mkdirOwned(dir, 0o700, uid, gid); err != nil {
-					return "", err
-				}
-				made[dir] = true
-			}
-			return filepath.Join(dir, h[4:]), nil
-		})
+	for i, sum := range sums {
+		ok, err := seedTarball(c, sum, uid, gid, &budget, func() (string, error) { return dst(i) })
 		if err != nil {
 			return n, maxBytes - budget, ignoreFull(err)
 		}

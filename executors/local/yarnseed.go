@@ -96,21 +96,15 @@ func seedYarnMirror(c *egress.Cache, workspace, home string, uid, gid int, maxBy
 		}
 		return 0, 0, err
 	}
-	var n int
-	budget := maxBytes
-	for _, e := range entries {
-		ok, err := seedTarball(c, e.sum, uid, gid, &budget, func() (string, error) {
-			return filepath.Join(dir, e.file), nil
-		})
-		if err != nil && !errors.Is(err, errSeedFull) {
-			return n, maxBytes - budget, err
-		}
-		if ok {
-			n++
-		}
-		if err != nil {
-			break
-		}
+	sums := make([][]byte, len(entries))
+	for i, e := range entries {
+		sums[i] = e.sum
+	}
+	n, size, err := seedTarballs(c, sums, uid, gid, maxBytes, func(i int) (string, error) {
+		return filepath.Join(dir, entries[i].file), nil
+	})
+	if err != nil {
+		return n, size, err
 	}
 	if n == 0 {
 		// No mirror to name: Yarn fetches as it would without one
@@ -121,7 +115,7 @@ func seedYarnMirror(c *egress.Cache, workspace, home string, uid, gid int, maxBy
 	if err := writeOwned(rcPath, []byte(rc), uid, gid); err != nil {
 		return 0, 0, err
 	}
-	return n, maxBytes - budget, nil
+	return n, size, nil
 }
 
 // yarnTarball is a tarball a Yarn classic lockfile locks: the sha512 of

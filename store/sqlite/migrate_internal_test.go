@@ -154,7 +154,6 @@ func TestOpenSetsPragmas(t *testing.T) {
 // the job key the row now carries.
 func TestMigration0002KeepsDeliveries(t *testing.T) {
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	path := filepath.Join(t.TempDir(), "old.db")
 	w, err := sql.Open("sqlite", dsn(path, store.Options{}.WithDefaults(), false))
 	if err != nil {
@@ -165,7 +164,7 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := store.Migrate(ctx, w, sqliteMigrationsTable, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, log); err != nil {
+	if err := store.Migrate(ctx, w, sqliteMigrationsTable, fstest.MapFS{"0001_init.sql": {Data: first}}, time.Now, slog.New(slog.DiscardHandler)); err != nil {
 		t.Fatal(err)
 	}
 	body := []byte(`{"action":"opened","number":7}`)
@@ -180,14 +179,7 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := Open(ctx, path, log, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := upgrade(t, w, path)
 	got, err := db.Delivery(ctx, "d-job")
 	if err != nil || !bytes.Equal(got.Body, body) || got.JobID != 5 || got.HeadSHA != "abc" || got.PR != 7 {
 		t.Fatalf("d-job after 0002: %+v (body %q), %v", got, got.Body, err)
@@ -208,21 +200,13 @@ func TestMigration0002KeepsDeliveries(t *testing.T) {
 // after migration 0003 as a first run (Rerun 0), and can be re-run.
 func TestMigration0003AddsReruns(t *testing.T) {
 	ctx := context.Background()
-	log := slog.New(slog.NewTextHandler(io.Discard, nil))
 	path := filepath.Join(t.TempDir(), "old.db")
 	w := openAt(t, path, "0001_init.sql", "0002_delivery_body_log.sql")
 	if _, err := w.Exec(`INSERT INTO jobs (id, repo, pr, head_sha, base_ref, delivery_id, trigger_action, state, next_attempt_at, created_at, updated_at)
 		VALUES (5, 'o/r', 7, 'abc', 'main', 'd-job', 'opened', 'queued', 1, 1, 1)`); err != nil {
 		t.Fatal(err)
 	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	db, err := Open(ctx, path, log, store.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	db := upgrade(t, w, path)
 	if v, err := db.SchemaVersion(ctx); err != nil || v < 3 {
 		t.Fatalf("schema version %d, %v; want 3 or later", v, err)
 	}
