@@ -249,11 +249,11 @@ func (p *Proxy) keptDigests(u string) (map[string][]byte, bool) {
 			if !ok {
 				continue
 			}
-			var doc map[string][]byte
-			err := errStale
-			if time.Since(h.Stored) < c.cfg.MetadataTTL {
-				doc, err = c.fileDigests(f, h.ContentEncoding)
+			if time.Since(h.Stored) >= c.cfg.MetadataTTL {
+				f.Close()
+				continue
 			}
+			doc, err := c.fileDigests(f, h.ContentEncoding)
 			f.Close()
 			if err == nil {
 				return doc, true
@@ -262,9 +262,6 @@ func (p *Proxy) keptDigests(u string) (map[string][]byte, bool) {
 	}
 	return nil, false
 }
-
-// errStale is a kept document past MetadataTTL.
-var errStale = errors.New("kept document is stale")
 
 // tarballHeader is the header of a tarball served from the cache.
 func tarballHeader() http.Header {
