@@ -24,15 +24,22 @@ const (
 	envInstallCacheBytes        = "GILF_INSTALL_CACHE_BYTES"
 	envInstallCacheMetadataTTL  = "GILF_INSTALL_CACHE_METADATA_TTL_MS"
 	envInstallRegistryCredsFile = "GILF_INSTALL_REGISTRY_CREDENTIALS"
+	envInstallWarmBytes         = "GILF_INSTALL_WARM_BYTES"
 
 	// EgressCADirName and InstallCacheDirName are the worker CA's and
 	// the registry cache's directories under GILF_DATA_DIR.
 	EgressCADirName     = "egress-ca"
 	InstallCacheDirName = "registry-cache"
+	// WarmDisksDirName holds the warm disks' images under GILF_DATA_DIR.
+	WarmDisksDirName = "warm-disks"
 	// MinInstallCacheBytes and MaxInstallCacheBytes bound
 	// GILF_INSTALL_CACHE_BYTES (0 turns the cache off).
 	MinInstallCacheBytes int64 = 1 << 20
 	MaxInstallCacheBytes int64 = 1 << 40
+	// MinInstallWarmBytes and MaxInstallWarmBytes bound
+	// GILF_INSTALL_WARM_BYTES (0 turns warm disks off).
+	MinInstallWarmBytes int64 = 64 << 20
+	MaxInstallWarmBytes int64 = 4 << 40
 )
 
 // InstallCacheConfig is how the install proxy terminates TLS, caches and
@@ -54,11 +61,16 @@ type InstallCacheConfig struct {
 	// Credentials are read from the files GILF_INSTALL_REGISTRY_CREDENTIALS
 	// names, by "host:port".
 	Credentials map[string]Secret
+	// WarmBytes is GILF_INSTALL_WARM_BYTES (default
+	// local.DefaultWarmBytes; 0 turns warm disks off): the bound of the
+	// images of pnpm's store per lockfile, made from the cache (so off
+	// with it too).
+	WarmBytes int64
 }
 
 // defaultInstallCache is InstallCacheConfig with nothing set.
 func defaultInstallCache() InstallCacheConfig {
-	return InstallCacheConfig{TerminateTLS: true, CacheBytes: egress.DefaultCacheBytes, MetadataTTL: egress.DefaultMetadataTTL}
+	return InstallCacheConfig{TerminateTLS: true, CacheBytes: egress.DefaultCacheBytes, MetadataTTL: egress.DefaultMetadataTTL, WarmBytes: local.DefaultWarmBytes}
 }
 
 func loadInstallCache(getenv func(string) string, errs []error) (InstallCacheConfig, []error) {
@@ -75,14 +87,8 @@ func loadInstallCache(getenv func(string) string, errs []error) (InstallCacheCon
 		errs = append(errs, fmt.Errorf("%s: %w", envInstallTunnelHosts, err))
 	}
 	c.TunnelHosts = rules
-	if v := strings.TrimSpace(getenv(envInstallCacheBytes)); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || (n != 0 && (n < MinInstallCacheBytes || n > MaxInstallCacheBytes)) {
-			errs = append(errs, fmt.Errorf("%s=%q: want 0 (no cache) or a number of bytes from %d to %d", envInstallCacheBytes, v, MinInstallCacheBytes, MaxInstallCacheBytes))
-		} else {
-			c.CacheBytes = n
-		}
-	}
+	errs = bytesOrOff(getenv, envInstallCacheBytes, "no cache", MinInstallCacheBytes, MaxInstallCacheBytes, &c.CacheBytes, errs)
+	errs = bytesOrOff(getenv, envInstallWarmBytes, "no warm disks", MinInstallWarmBytes, MaxInstallWarmBytes, &c.WarmBytes, errs)
 	if d, err := millis(getenv, envInstallCacheMetadataTTL); err != nil {
 		errs = append(errs, err)
 	} else if d > 0 {
@@ -99,6 +105,21 @@ func loadInstallCache(getenv func(string) string, errs []error) (InstallCacheCon
 		}
 	}
 	return c, errs
+}
+
+// bytesOrOff reads the setting name into *dst when it is set: 0 (off,
+// what off means) or a number of bytes from min to max.
+func bytesOrOff(getenv func(string) string, name, off string, min, max int64, dst *int64, errs []error) []error {
+	v := strings.TrimSpace(getenv(name))
+	if v == "" {
+		return errs
+	}
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || (n != 0 && (n < min || n > max)) {
+		return append(errs, fmt.Errorf("%s=%q: want 0 (%s) or a number of bytes from %d to %d", name, v, off, min, max))
+	}
+	*dst = n
+	return errs
 }
 
 // buildEgress is the local executor's install network: the allow-list,
@@ -155,6 +176,21 @@ func buildEgress(cfg Config, rules []egress.Rule, reg WorkerRegistries, log *slo
 	log.Info("install proxy", "tls_terminate", ic.TerminateTLS, "cache_bytes", ic.CacheBytes,
 		"metadata_ttl", ic.MetadataTTL.String(), "tunnels", len(ic.TunnelHosts), "credentials", len(ic.Credentials))
 	return o, nil
+}
+
+// warmDisks is where the local executor keeps its warm disks: under
+// GILF_DATA_DIR, bounded by GILF_INSTALL_WARM_BYTES; off without the
+// registry cache they are made from.
+func warmDisks(cfg Config) (local.WarmOptions, error) {
+	ic := cfg.Validation.Install.Cache
+	if ic.CacheBytes <= 0 || ic.WarmBytes <= 0 {
+		return local.WarmOptions{}, nil
+	}
+	dataDir, err := filepath.Abs(cfg.DataDir)
+	if err != nil {
+		return local.WarmOptions{}, fmt.Errorf("warm disks: GILF_DATA_DIR: %w", err)
+	}
+	return local.WarmOptions{Dir: filepath.Join(dataDir, WarmDisksDirName), MaxBytes: ic.WarmBytes}, nil
 }
 
 // installCache is the registry cache of the local executor in set, nil

@@ -30,7 +30,7 @@ func TestLoadInstallCache(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "defaults", check: func(t *testing.T, c InstallCacheConfig) {
-			if !c.TerminateTLS || c.CacheBytes != 10<<30 || c.MetadataTTL != 5*time.Minute || c.TunnelHosts != nil || c.Credentials != nil {
+			if !c.TerminateTLS || c.CacheBytes != 10<<30 || c.MetadataTTL != 5*time.Minute || c.TunnelHosts != nil || c.Credentials != nil || c.WarmBytes != 20<<30 {
 				t.Errorf("%+v", c)
 			}
 		}},
@@ -63,6 +63,21 @@ func TestLoadInstallCache(t *testing.T) {
 				t.Errorf("the config prints the token: %s", s)
 			}
 		}},
+		{name: "warm disks off", env: map[string]string{envInstallWarmBytes: "0"}, check: func(t *testing.T, c InstallCacheConfig) {
+			if c.WarmBytes != 0 {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "smallest and largest warm bound", env: map[string]string{envInstallWarmBytes: strconv.FormatInt(MinInstallWarmBytes, 10)}, check: func(t *testing.T, c InstallCacheConfig) {
+			if c.WarmBytes != MinInstallWarmBytes {
+				t.Errorf("%+v", c)
+			}
+			if c, _ := loadInstallCache(envMap(map[string]string{envInstallWarmBytes: strconv.FormatInt(MaxInstallWarmBytes, 10)}), nil); c.WarmBytes != MaxInstallWarmBytes {
+				t.Errorf("%+v", c)
+			}
+		}},
+		{name: "below the smallest warm bound", env: map[string]string{envInstallWarmBytes: strconv.FormatInt(MinInstallWarmBytes-1, 10)}, wantErr: []string{envInstallWarmBytes}},
+		{name: "over the largest warm bound", env: map[string]string{envInstallWarmBytes: strconv.FormatInt(MaxInstallWarmBytes+1, 10)}, wantErr: []string{envInstallWarmBytes}},
 		{name: "below the smallest cache", env: map[string]string{envInstallCacheBytes: strconv.FormatInt(MinInstallCacheBytes-1, 10)}, wantErr: []string{envInstallCacheBytes}},
 		{name: "over the largest cache", env: map[string]string{envInstallCacheBytes: strconv.FormatInt(MaxInstallCacheBytes+1, 10)}, wantErr: []string{envInstallCacheBytes}},
 		{name: "every bad setting at once", env: map[string]string{
@@ -96,6 +111,20 @@ func TestBuildEgress(t *testing.T) {
 	}
 	if o.CA == nil || o.Cache == nil || o.RootCAs == nil {
 		t.Fatalf("%+v", o)
+	}
+	// Warm disks live under GILF_DATA_DIR, and go with the cache.
+	if w, err := warmDisks(cfg); err != nil || w.Dir != filepath.Join(dataDir, WarmDisksDirName) || w.MaxBytes != 20<<30 {
+		t.Errorf("warm disks %+v, %v", w, err)
+	}
+	for _, env := range []map[string]string{{envInstallCacheBytes: "0"}, {envInstallWarmBytes: "0"}} {
+		env["GILF_DATA_DIR"] = dataDir
+		off, err := Load(envMap(env))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if w, err := warmDisks(off); err != nil || w.Dir != "" {
+			t.Errorf("%v: warm disks %+v, %v; want off", env, w, err)
+		}
 	}
 	st, err := os.Stat(filepath.Join(dataDir, EgressCADirName, egress.CAKeyFile))
 	if err != nil || st.Mode().Perm() != 0o600 {

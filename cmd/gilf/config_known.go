@@ -25,7 +25,7 @@ func knownEnv() []string {
 		// config_install.go
 		envInstallNetwork, envInstallAllowHosts, envInstallIgnoreScripts,
 		// config_install_cache.go
-		envInstallTLSTerminate, envInstallTunnelHosts, envInstallCacheBytes,
+		envInstallTLSTerminate, envInstallTunnelHosts, envInstallCacheBytes, envInstallWarmBytes,
 		envInstallCacheMetadataTTL, envInstallRegistryCredsFile,
 		// config_sandbox.go
 		envSandboxCAFile, envSandboxEnv, envToolchainDir, envToolchainRegistry,

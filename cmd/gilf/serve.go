@@ -476,10 +476,15 @@ func buildLocal(cfg Config, reg WorkerRegistries, rules []egress.Rule, log *slog
 	if err != nil {
 		errs = append(errs, err)
 	}
+	warm, err := warmDisks(cfg)
+	if err != nil {
+		errs = append(errs, err)
+	}
 	e, err := local.New(log, local.Options{
 		Tools:   tools,
 		MinTier: cfg.Validation.LocalMinTier,
 		Egress:  eg,
+		Warm:    warm,
 		Disk:    cfg.Validation.LocalDisk,
 		// The range's gids are the same numbers.
 		SandboxUID: cfg.Validation.LocalUIDFirst, SandboxGID: cfg.Validation.LocalUIDFirst,

@@ -77,23 +77,18 @@ type runDisk struct {
 	limit DiskLimit
 }
 
-// mountDisk makes the image under root, formats it and mounts it at
-// root/fs, owned by root with mode 0711 (the sandbox's directories inside
-// are its own).
-func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (*runDisk, error) {
+// mountDisk makes the image under root, formats it (or copies the warm
+// image warm, made at the same size; a copy that fails is formatted
+// instead) and mounts it at root/fs, owned by root with mode 0711 (the
+// sandbox's directories inside are its own).
+func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit, warm string) (*runDisk, error) {
 	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
 	defer cancel()
 	d := &runDisk{image: filepath.Join(root, "disk.img"), dir: filepath.Join(root, "fs"), limit: l}
-	f, err := os.OpenFile(d.image, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return nil, fmt.Errorf("disk image: %w", err)
-	}
-	terr := f.Truncate(l.Bytes)
-	if err := errors.Join(terr, f.Close()); err != nil {
-		return nil, fmt.Errorf("disk image: %w", err)
-	}
-	if err := runMkfs(ctx, tools.mkfs, d.image, l.Inodes, false); err != nil {
-		return nil, err
+	if warm == "" || copySparse(warm, d.image) != nil {
+		if err := newDiskImage(ctx, tools, d.image, l); err != nil {
+			return nil, err
+		}
 	}
 	if err := os.Mkdir(d.dir, 0o711); err != nil {
 		return nil, fmt.Errorf("disk mount point: %w", err)
@@ -109,6 +104,28 @@ func mountDisk(ctx context.Context, tools diskTools, root string, l DiskLimit) (
 		return d, fmt.Errorf("disk root: %w", errors.Join(err, d.unmount()))
 	}
 	return d, nil
+}
+
+// newDiskImage makes image, an empty file system of l's size and
+// inodes (replacing what a failed copy left).
+func newDiskImage(ctx context.Context, tools diskTools, image string, l DiskLimit) error {
+	if err := os.Remove(image); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("disk image: %w", err)
+	}
+	if err := sparseFile(image, l.Bytes); err != nil {
+		return fmt.Errorf("disk image: %w", err)
+	}
+	return runMkfs(ctx, tools.mkfs, image, l.Inodes, false)
+}
+
+// sparseFile makes the new file p of size bytes, all a hole.
+func sparseFile(p string, size int64) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	terr := f.Truncate(size)
+	return errors.Join(terr, f.Close())
 }
 
 // mountImage loop-mounts the ext4 image at dir, read-only when ro. With f
@@ -200,12 +217,7 @@ func checkDiskFits(ctx context.Context, mkfsPath, dir string, l DiskLimit) error
 		return fmt.Errorf("disk ceiling check: %w", err)
 	}
 	image := filepath.Join(tmp, "fit.img")
-	f, err := os.OpenFile(image, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if err != nil {
-		return fmt.Errorf("disk ceiling check: %w", err)
-	}
-	terr := f.Truncate(l.Bytes)
-	if err := errors.Join(terr, f.Close()); err != nil {
+	if err := sparseFile(image, l.Bytes); err != nil {
 		return fmt.Errorf("disk ceiling check: %w", err)
 	}
 	fits := func(n int64) bool { return runMkfs(ctx, mkfsPath, image, n, true) == nil }
@@ -305,7 +317,7 @@ func (p *prober) checkDisk(ctx context.Context, res *probed) string {
 	if err != nil {
 		return err.Error()
 	}
-	d, err := mountDisk(ctx, tools, root, DiskLimit{Bytes: MinDiskBytes, Inodes: MinDiskInodes})
+	d, err := mountDisk(ctx, tools, root, DiskLimit{Bytes: MinDiskBytes, Inodes: MinDiskInodes}, "")
 	if d != nil {
 		err = errors.Join(err, d.unmount())
 	}

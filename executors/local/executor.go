@@ -42,6 +42,8 @@ type Executor struct {
 	// images are the package managers' images this process checked
 	// (toolimage.go).
 	images checkedImages
+	// warm makes the warm disks' images (warmdisk.go).
+	warm warmDisks
 }
 
 // in reports whether id is one of the count ids from first.
@@ -138,6 +140,7 @@ func (e *Executor) Run(ctx context.Context, req executors.Request) (res executor
 	if err := r.wait(ctx); err != nil {
 		return executors.Result{}, err
 	}
+	r.buildWarm(ctx)
 	return r.collect(ctx)
 }
 
@@ -156,6 +159,8 @@ type run struct {
 	tn   *tenant
 	dirs runDirs
 	sb   *sandbox
+	// warm is the run's warm disk (warmdisk.go).
+	warm warmPlan
 }
 
 // admit probes the isolation (once per Executor) and checks that it meets
@@ -243,7 +248,8 @@ func (r *run) takeWorkspace(ctx context.Context) error {
 	}
 	r.tn = tn
 	opts := r.e.opts
-	dirs, skipped, err := makeRunDirsOn(ctx, opts.WorkRoot, r.req.Dir, int(tn.uid), int(tn.gid), r.p.disk, opts.Disk)
+	r.warm = r.e.warmFor(r.req.Plan, r.tool, r.req.Dir)
+	dirs, skipped, err := makeRunDirsOn(ctx, opts.WorkRoot, r.req.Dir, int(tn.uid), int(tn.gid), r.p.disk, opts.Disk, r.warm.image)
 	// Removed by cleanup in every outcome, what was made of it too.
 	r.dirs = dirs
 	if err != nil {

@@ -167,7 +167,7 @@ func BenchmarkInstallCacheRealRepo(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		e, err := New(discardLogger(), Options{WorkRoot: benchWorkRoot(b), Tools: tools, Egress: EgressOptions{AllowHosts: rules, CA: ca, Cache: cache}})
+		e, err := New(discardLogger(), Options{WorkRoot: benchWorkRoot(b), Tools: tools, Egress: EgressOptions{AllowHosts: rules, CA: ca, Cache: cache}, Warm: WarmOptions{Dir: filepath.Join(b.TempDir(), "warm")}})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -193,7 +193,7 @@ func (s *sandbox) startProxy(log *slog.Logger) (*stepProxy, error) {
 	// The package manager's own cache, seeded from the verifying cache,
 	// spares it the requests the proxy would answer from it (see
 	// seedInstallCache).
-	n, size, err := seedInstallCache(s.manager, s.opts.Egress.Cache, s.dirs.Workspace, s.dirs.Home, int(s.opts.SandboxUID), int(s.opts.SandboxGID), MaxSeedBytes)
+	n, size, err := seedInstallCache(s.manager, s.opts.Egress.Cache, s.dirs, int(s.opts.SandboxUID), int(s.opts.SandboxGID), MaxSeedBytes)
 	if err != nil {
 		log.Info("package manager cache not seeded", logkey.Manager, string(s.manager), logkey.Err, err.Error())
 	}

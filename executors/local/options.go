@@ -232,6 +232,9 @@ type Options struct {
 	// an inode count derived from the size (DerivedInodes), Bytes < 0
 	// turns it off.
 	Disk DiskLimit
+	// Warm keeps warm disks: images of a run's disk holding pnpm's
+	// store for a lockfile (warmdisk.go). Off unless Warm.Dir is set.
+	Warm WarmOptions
 	// MkfsPath is mkfs.ext4; empty means DefaultMkfsPath.
 	MkfsPath string
 	// Tools prepares the package manager a plan pins (pnpm, yarn, bun at
@@ -408,6 +411,9 @@ func (o Options) validate() error {
 	}
 	if o.Limits.MemoryBytes < 0 || o.Limits.Pids < 0 || o.Limits.CPUs < 0 {
 		errs = append(errs, errors.New("Limits must not be negative"))
+	}
+	if o.Warm.MaxBytes < 0 || (o.Warm.Dir != "" && !filepath.IsAbs(o.Warm.Dir)) {
+		errs = append(errs, fmt.Errorf("Warm: Dir %q must be absolute and MaxBytes not negative", o.Warm.Dir))
 	}
 	if o.KillGrace < 0 || o.StepTimeout < 0 {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))

@@ -104,6 +104,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"uid pool at the top", Options{SandboxUID: 1<<32 - 1 - 1000, SandboxGID: 70000, UIDCount: 1000}, ""},
 		{"uid pool past the top", Options{SandboxUID: 1<<32 - 1000, SandboxGID: 70000, UIDCount: 1000}, "UIDCount"},
 		{"uid pool too large", Options{UIDCount: MaxUIDCount + 1}, "UIDCount"},
+		{"warm disks", Options{Warm: WarmOptions{Dir: "/var/lib/gilf/warm-disks", MaxBytes: 1}}, ""},
+		{"warm dir relative", Options{Warm: WarmOptions{Dir: "warm"}}, "Warm"},
+		{"warm bound negative", Options{Warm: WarmOptions{Dir: "/w", MaxBytes: -1}}, "Warm"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -131,7 +131,7 @@ func TestSweepAfterSIGKILL(t *testing.T) {
 
 	// A live run of this process, which the sweep must leave alone.
 	e := newExec(t, Options{WorkRoot: root, SandboxUID: uid + 7, SandboxGID: uid + 7})
-	live, _, err := makeRunDirsOn(context.Background(), root, "", int(uid+7), int(uid+7), nil, DiskLimit{Bytes: -1})
+	live, _, err := makeRunDirsOn(context.Background(), root, "", int(uid+7), int(uid+7), nil, DiskLimit{Bytes: -1}, "")
 	if err != nil {
 		t.Fatal(err)
 	}

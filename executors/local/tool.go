@@ -70,7 +70,8 @@ func (m toolMount) close() {
 
 // env is what the package manager needs in its steps' environment: pnpm
 // never replaces itself with the version packageManager names (gilf has
-// provided exactly that one; a download would need the network), and
+// provided exactly that one; a download would need the network) and keeps
+// its store on the workspace's mount (pnpmSandboxStore), and
 // Yarn gets the CA setting its version reads (Yarn 2+ refuses to run
 // with a setting it does not know, Yarn classic's cafile among them).
 func (m toolMount) env(ca bool) map[string]string {
@@ -78,6 +79,7 @@ func (m toolMount) env(ca bool) map[string]string {
 	switch m.manager {
 	case validation.PNPM:
 		env["npm_config_manage_package_manager_versions"] = "false"
+		env["npm_config_store_dir"] = SandboxWorkspace + "/" + pnpmSandboxStore
 	case validation.Yarn:
 		if ca {
 			env["YARN_CAFILE"] = SandboxCAFile

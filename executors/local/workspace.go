@@ -41,16 +41,17 @@ type runDirs struct {
 
 // makeRunDirs is makeRunDirsOn without a disk ceiling.
 func makeRunDirs(workRoot, src string, uid, gid int) (runDirs, []string, error) {
-	return makeRunDirsOn(context.Background(), workRoot, src, uid, gid, nil, DiskLimit{Bytes: -1})
+	return makeRunDirsOn(context.Background(), workRoot, src, uid, gid, nil, DiskLimit{Bytes: -1}, "")
 }
 
 // makeRunDirsOn creates a private run directory under workRoot holding a
 // copy of src as the workspace (empty when src is ""), an empty HOME and
 // an empty TMPDIR, all owned by uid:gid, on a file system of their own
-// when limit is on (tools then are mkfs and mount). The caller calls
+// when limit is on (tools then are mkfs and mount), made from the warm
+// image warm when it is set (warmdisk.go). The caller calls
 // remove in every outcome (also on error, when Root is set). skipped
 // lists what was not copied.
-func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tools *diskTools, limit DiskLimit) (d runDirs, skipped []string, err error) {
+func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tools *diskTools, limit DiskLimit, warm string) (d runDirs, skipped []string, err error) {
 	root, err := os.MkdirTemp(workRoot, "gilf-local-")
 	if err != nil {
 		return d, nil, fmt.Errorf("create run dir: %w", err)
@@ -68,7 +69,7 @@ func makeRunDirsOn(ctx context.Context, workRoot, src string, uid, gid int, tool
 	}
 	base := root
 	if !limit.off() && tools != nil {
-		if d.disk, err = mountDisk(ctx, *tools, root, limit); err != nil {
+		if d.disk, err = mountDisk(ctx, *tools, root, limit, warm); err != nil {
 			return d, nil, err
 		}
 		base = d.disk.dir

@@ -29,16 +29,20 @@ const (
 // seedInstallCache seeds the install step's package manager with the
 // tarballs its lockfile names that the worker's verifying cache holds, in
 // the form that manager reads without a request: npm's own cache
-// (seedNpmCache), Yarn classic's offline mirror (seedYarnMirror). The
-// other managers are not seeded: the proxy serves them from the cache. A
+// (seedNpmCache), Yarn classic's offline mirror (seedYarnMirror), pnpm's
+// store when the run's disk is warm (seedPnpmStore). The other managers
+// are not seeded: the proxy serves them from the cache. A
 // plan naming no manager is npm's. It returns the tarballs and bytes
 // seeded.
-func seedInstallCache(pm validation.PackageManager, c *egress.Cache, workspace, home string, uid, gid int, maxBytes int64) (int, int64, error) {
+func seedInstallCache(pm validation.PackageManager, c *egress.Cache, d runDirs, uid, gid int, maxBytes int64) (int, int64, error) {
+	workspace, home := d.Workspace, d.Home
 	switch pm {
 	case validation.NPM, "":
 		return seedNpmCache(c, workspace, home, uid, gid, maxBytes)
 	case validation.Yarn:
 		return seedYarnMirror(c, workspace, home, uid, gid, maxBytes)
+	case validation.PNPM:
+		return seedPnpmStore(d.Base, workspace, uid, gid)
 	}
 	return 0, 0, nil
 }

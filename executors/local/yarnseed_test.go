@@ -91,7 +91,7 @@ func TestInstallSeededYarnMirror(t *testing.T) {
 		want int
 	}{{validation.Yarn, len(tarballs)}, {validation.YarnBerry, 0}, {validation.PNPM, 0}, {validation.Bun, 0}, {validation.NPM, 0}} {
 		home := t.TempDir()
-		if n, _, err := seedInstallCache(c.pm, cache, ws, home, os.Getuid(), os.Getgid(), MaxSeedBytes); n != c.want || err != nil {
+		if n, _, err := seedInstallCache(c.pm, cache, runDirs{Workspace: ws, Home: home}, os.Getuid(), os.Getgid(), MaxSeedBytes); n != c.want || err != nil {
 			t.Errorf("%s: %d seeded, %v; want %d", c.pm, n, err, c.want)
 		}
 	}

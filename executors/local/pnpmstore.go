@@ -1,0 +1,397 @@
+package local
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"crypto/sha512"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/gilf-review/gilf/executors/local/egress"
+)
+
+// pnpm's content-addressable store, as pnpm 10 lays it out (store v10):
+//
+//	files/<2 hex>/<126 hex>[-exec]   a file of a package, named by the
+//	                                 sha512 of its bytes (-exec: executable)
+//	index/<2 hex>/<62 hex>-<id>.json a package: its files by path, named by
+//	                                 the first 64 hex digits of its
+//	                                 tarball's sha512 and its lockfile id
+//
+// gilf writes such a store from the verifying cache (warmdisk.go): every
+// file's name is the digest of the bytes it holds, and a package's index
+// is found only by the digest of the tarball it came from, which is the
+// integrity the lockfile names. A path inside a tarball is never a path
+// on the worker: it is only a key of the index.
+const (
+	// pnpmStoreLayout is the store's directory under its root.
+	pnpmStoreLayout = "v10"
+	// pnpmWarmLockfileVersion is the lockfile format whose packages are
+	// read (pnpm 9 and 10 write it).
+	pnpmWarmLockfileVersion = "9.0"
+	// MaxWarmStoreBytes bounds the bytes of files one warm store holds
+	// (tarballs unpacked); packages past it are left to the package
+	// manager.
+	MaxWarmStoreBytes int64 = 2 << 30
+	// MaxWarmStoreFiles bounds the files of one warm store, likewise.
+	MaxWarmStoreFiles = 400_000
+)
+
+// pnpmPackage is one package a pnpm lockfile locks from a registry.
+type pnpmPackage struct {
+	// id is the lockfile's key: name@version.
+	id string
+	// sum is the sha512 of its tarball (the lockfile's integrity).
+	sum []byte
+}
+
+// pnpmLockPackages are the registry packages of a pnpm-lock.yaml of
+// format pnpmWarmLockfileVersion: the entries of its packages section
+// whose resolution is an sha512 integrity alone (a tarball URL, a git
+// commit or a directory is left to pnpm). Any other format gives none.
+// The file is read line by line, as pnpm writes it; what does not parse
+// is skipped.
+func pnpmLockPackages(lock []byte) []pnpmPackage {
+	var pkgs []pnpmPackage
+	in, version, id := false, "", ""
+	sc := bufio.NewScanner(bytes.NewReader(lock))
+	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "" || strings.HasPrefix(strings.TrimSpace(line), "#"):
+		case !strings.HasPrefix(line, " "):
+			in, id = line == "packages:", ""
+			if v, ok := strings.CutPrefix(line, "lockfileVersion:"); ok {
+				version = strings.Trim(strings.TrimSpace(v), `'"`)
+			}
+		case !in:
+		case strings.HasPrefix(line, "  ") && line[2] != ' ':
+			id = ""
+			if k, ok := strings.CutSuffix(line[2:], ":"); ok {
+				id = unquoteYAMLKey(k)
+			}
+		case id != "" && strings.HasPrefix(line, "    resolution: {") && line[4+len("resolution: {"):] != "":
+			if sum := pnpmResolutionSum(line); sum != nil {
+				pkgs = append(pkgs, pnpmPackage{id: id, sum: sum})
+			}
+			id = ""
+		}
+	}
+	if version != pnpmWarmLockfileVersion {
+		return nil
+	}
+	return pkgs
+}
+
+// unquoteYAMLKey is a mapping key as written, its quotes removed.
+func unquoteYAMLKey(k string) string {
+	if len(k) >= 2 && k[0] == '\'' && k[len(k)-1] == '\'' {
+		return strings.ReplaceAll(k[1:len(k)-1], "''", "'")
+	}
+	if len(k) >= 2 && k[0] == '"' && k[len(k)-1] == '"' && !strings.Contains(k, `\`) {
+		return k[1 : len(k)-1]
+	}
+	return k
+}
+
+// pnpmResolutionSum is the sha512 of a flow-style resolution that names
+// only an integrity, nil otherwise.
+func pnpmResolutionSum(line string) []byte {
+	body, ok := strings.CutSuffix(strings.TrimSpace(strings.TrimPrefix(line, "    resolution:")), "}")
+	if !ok {
+		return nil
+	}
+	v, ok := strings.CutPrefix(strings.TrimPrefix(body, "{"), "integrity: ")
+	if !ok || strings.Contains(v, ",") || !sriSHA512.MatchString(v) || len(v) != len("sha512-")+88 {
+		return nil
+	}
+	sum, err := base64.StdEncoding.DecodeString(v[len("sha512-"):])
+	if err != nil || len(sum) != sha512.Size {
+		return nil
+	}
+	return sum
+}
+
+// pnpmIndexName is where pnpm looks a package's index up in the store
+// (pnpm's getIndexFilePathInCafs).
+func pnpmIndexName(sum []byte, id string) string {
+	h := hex.EncodeToString(sum)[:64]
+	safe := strings.Map(func(r rune) rune {
+		if strings.ContainsRune(`\/:*?"<>|`, r) {
+			return '+'
+		}
+		return r
+	}, id)
+	return filepath.Join("index", h[:2], h[2:]+"-"+safe+".json")
+}
+
+// pnpmIndexFile is one file of a package's index, as pnpm writes it.
+type pnpmIndexFile struct {
+	CheckedAt int64  `json:"checkedAt"`
+	Integrity string `json:"integrity"`
+	Mode      int64  `json:"mode"`
+	Size      int64  `json:"size"`
+}
+
+// pnpmIndex is a package's index.
+type pnpmIndex struct {
+	Name          json.RawMessage          `json:"name,omitempty"`
+	Version       json.RawMessage          `json:"version,omitempty"`
+	RequiresBuild bool                     `json:"requiresBuild"`
+	Files         map[string]pnpmIndexFile `json:"files"`
+}
+
+// pnpmStoreWriter writes packages into a pnpm store at root (its
+// pnpmStoreLayout directory), within a budget of bytes and files.
+type pnpmStoreWriter struct {
+	root  string
+	bytes int64
+	files int
+	// packages and tarBytes are what was written: packages and the
+	// bytes of their tarballs.
+	packages int
+	tarBytes int64
+}
+
+// errWarmFull says a warm store's budget is spent.
+var errWarmFull = errors.New("warm store budget spent")
+
+// newPnpmStore makes an empty store at root/pnpmStoreLayout, with the
+// directories pnpm makes.
+func newPnpmStore(root string) (*pnpmStoreWriter, error) {
+	dir := filepath.Join(root, pnpmStoreLayout)
+	for _, sub := range []string{"files", "index"} {
+		for i := range 256 {
+			if err := os.MkdirAll(filepath.Join(dir, sub, fmt.Sprintf("%02x", i)), 0o755); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return &pnpmStoreWriter{root: dir, bytes: MaxWarmStoreBytes, files: MaxWarmStoreFiles}, nil
+}
+
+// addFromCache adds the packages the cache holds; a package the cache
+// lacks, or whose tarball pnpm could not read either, is left out (pnpm
+// fetches it). It stops at the budget.
+func (w *pnpmStoreWriter) addFromCache(c *egress.Cache, pkgs []pnpmPackage) error {
+	for _, p := range pkgs {
+		idx := filepath.Join(w.root, pnpmIndexName(p.sum, p.id))
+		if _, err := os.Lstat(idx); err == nil {
+			continue
+		}
+		f, size, ok := c.OpenTarball(p.sum)
+		if !ok {
+			continue
+		}
+		err := w.add(f, p.sum, idx)
+		f.Close()
+		if errors.Is(err, errWarmFull) {
+			return nil
+		}
+		var bad *badTarballError
+		if errors.As(err, &bad) {
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		w.packages++
+		w.tarBytes += size
+	}
+	return nil
+}
+
+// badTarballError is a tarball pnpm would not unpack either.
+type badTarballError struct{ err error }
+
+func (e *badTarballError) Error() string { return "tarball: " + e.err.Error() }
+
+// add unpacks the tarball r (gzip or not) into the store's files and
+// writes its index at idx, as pnpm's addFilesFromTarball does: the first
+// path segment dropped, regular files and hard links kept (directories
+// and symlinks are not), a later entry of the same path winning.
+func (w *pnpmStoreWriter) add(r io.Reader, sum []byte, idx string) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	var src io.Reader = br
+	if magic, _ := br.Peek(3); bytes.Equal(magic, []byte{0x1f, 0x8b, 8}) {
+		z, err := gzip.NewReader(br)
+		if err != nil {
+			return &badTarballError{err}
+		}
+		defer z.Close()
+		src = z
+	}
+	index := pnpmIndex{Files: map[string]pnpmIndexFile{}}
+	var manifest []byte
+	tr := tar.NewReader(src)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return &badTarballError{err}
+		}
+		switch h.Typeflag {
+		case tar.TypeReg, tar.TypeLink:
+		case tar.TypeDir, tar.TypeSymlink:
+			continue
+		default:
+			return &badTarballError{fmt.Errorf("entry type %q", h.Typeflag)}
+		}
+		name, ok := pnpmEntryName(h.Name)
+		if !ok {
+			continue
+		}
+		if w.files--; w.files < 0 || h.Size > w.bytes {
+			return errWarmFull
+		}
+		w.bytes -= h.Size
+		body := io.Reader(tr)
+		if h.Typeflag == tar.TypeLink {
+			body = bytes.NewReader(nil)
+		}
+		var keep *bytes.Buffer
+		if name == "package.json" && h.Size <= MaxSeedLockfileBytes {
+			keep = &bytes.Buffer{}
+			body = io.TeeReader(body, keep)
+		}
+		fsum, size, err := w.writeFile(body, h.Mode&0o111 != 0)
+		if err != nil {
+			return err
+		}
+		if keep != nil {
+			manifest = keep.Bytes()
+		}
+		index.Files[name] = pnpmIndexFile{
+			CheckedAt: time.Now().UnixMilli(),
+			Integrity: "sha512-" + base64.StdEncoding.EncodeToString(fsum),
+			Mode:      h.Mode,
+			Size:      size,
+		}
+	}
+	if err := index.fromManifest(manifest); err != nil {
+		return &badTarballError{err}
+	}
+	b, err := json.Marshal(index)
+	if err != nil {
+		return err
+	}
+	return writeNewFile(idx, b, 0o644)
+}
+
+// pnpmEntryName is the path pnpm's tarball parser gives a tar entry's
+// name: everything after its first slash (or backslash), "./" resolved,
+// "//" folded. ok is false for a name that would leave the package's
+// directory (pnpm itself is not asked to import it).
+func pnpmEntryName(name string) (string, bool) {
+	if i := strings.IndexAny(name, `/\`); i >= 0 {
+		name = name[i+1:]
+	}
+	if strings.Contains(name, "./") || strings.Contains(name, `.\`) {
+		name = path.Join("/", strings.ReplaceAll(name, `\`, "/"))[1:]
+	}
+	name = strings.ReplaceAll(name, "//", "/")
+	if name == "" || strings.HasPrefix(name, "/") || strings.Contains(name, `\`) {
+		return "", false
+	}
+	for _, seg := range strings.Split(name, "/") {
+		if seg == ".." || seg == "." {
+			return "", false
+		}
+	}
+	return name, true
+}
+
+// fromManifest takes the package's name and version from its
+// package.json, and whether it needs a build (pnpm's pkgRequiresBuild:
+// an install script, binding.gyp, or .hooks/).
+func (x *pnpmIndex) fromManifest(b []byte) error {
+	if b == nil {
+		return errors.New("no package.json")
+	}
+	var m struct {
+		Name    json.RawMessage            `json:"name"`
+		Version json.RawMessage            `json:"version"`
+		Scripts map[string]json.RawMessage `json:"scripts"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		return fmt.Errorf("package.json: %w", err)
+	}
+	x.Name, x.Version = m.Name, m.Version
+	for _, s := range []string{"preinstall", "install", "postinstall"} {
+		if v, ok := m.Scripts[s]; ok && truthy(v) {
+			x.RequiresBuild = true
+		}
+	}
+	for f := range x.Files {
+		if f == "binding.gyp" || strings.HasPrefix(f, ".hooks/") {
+			x.RequiresBuild = true
+		}
+	}
+	return nil
+}
+
+// truthy is JavaScript's Boolean() of a JSON value.
+func truthy(v json.RawMessage) bool {
+	switch s := string(bytes.TrimSpace(v)); s {
+	case "", "null", "false", "0", `""`, "-0":
+		return false
+	}
+	return true
+}
+
+// writeFile writes body as a file of the store, named by the sha512 of
+// its bytes (-exec when executable, mode 0755, else 0644), unless the
+// store holds it already. It returns the digest and the size.
+func (w *pnpmStoreWriter) writeFile(body io.Reader, exec bool) ([]byte, int64, error) {
+	tmp, err := os.CreateTemp(w.root, ".tmp-")
+	if err != nil {
+		return nil, 0, err
+	}
+	defer os.Remove(tmp.Name())
+	h := sha512.New()
+	n, err := io.Copy(io.MultiWriter(tmp, h), body)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return nil, 0, &badTarballError{err}
+	}
+	sum := h.Sum(nil)
+	x := hex.EncodeToString(sum)
+	dst := filepath.Join(w.root, "files", x[:2], x[2:])
+	mode := os.FileMode(0o644)
+	if exec {
+		dst, mode = dst+"-exec", 0o755
+	}
+	if _, err := os.Lstat(dst); err == nil {
+		return sum, n, nil
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return nil, 0, err
+	}
+	return sum, n, os.Rename(tmp.Name(), dst)
+}
+
+// writeNewFile writes b to the new file p with mode perm.
+func writeNewFile(p string, b []byte, perm os.FileMode) error {
+	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(b)
+	return errors.Join(err, f.Close())
+}

@@ -1,0 +1,367 @@
+package local
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/gilf-review/gilf/internal/logkey"
+	"github.com/gilf-review/gilf/validation"
+)
+
+// A warm disk: the run's own file system (disk.go) made from an image that
+// already holds pnpm's store for the lockfile the run installs, so that a
+// second run of a lockfile links its packages from a filled store, as a
+// bare pnpm does from its warm one, instead of unpacking every tarball
+// into an empty store again.
+//
+// The store is written by gilf alone, never by a sandbox: after an install
+// step that passed, gilf unpacks the tarballs the lockfile names from the
+// verifying cache (each checked, when it came in, against the integrity
+// its registry publishes) into pnpm's content-addressable layout
+// (pnpmstore.go) and makes an image of it (mkfs.ext4 -d), one per
+// lockfile. A later run of the same lockfile copies the image as its disk
+// (copy_file_range over its data, holes kept) instead of formatting an
+// empty one; the store is the run's own copy, so whatever a step does to
+// it (pnpm links from it, and a linked file is the store's file) dies
+// with the run. It is outside the workspace until the install step starts
+// (the git work tree never adds it), then renamed to where pnpm keeps its
+// store in the sandbox (pnpmSandboxStore).
+//
+// Measured (BenchmarkInstallCacheRealRepo, unjs/defu, pnpm 10.33.0, 500
+// packages): see docs/install-cache.md.
+const (
+	// DefaultWarmBytes bounds the disk space the warm images take (their
+	// allocated blocks); the least recently used are removed past it.
+	DefaultWarmBytes int64 = 20 << 30
+	// warmStoreDir is where a warm image holds the store, at the root
+	// of the run's file system (root's, unseen by the sandbox).
+	warmStoreDir = ".gilf-warm-pnpm-store"
+	// warmMetaName records, beside it, what the store holds.
+	warmMetaName = ".gilf-warm-pnpm.json"
+	// pnpmSandboxStore is where pnpm keeps its store in the sandbox,
+	// under the workspace (npm_config_store_dir, which a checkout's
+	// .npmrc does not override): on HOME, its default, the store is
+	// another mount than node_modules, and pnpm copies every file
+	// instead of hard-linking it (a bare pnpm links from its store). In
+	// node_modules, which every tool (git, linters, formatters, test
+	// runners) leaves aside, and which pnpm leaves alone.
+	pnpmSandboxStore = "node_modules/.pnpm-store"
+	// warmImageExt names the images in WarmOptions.Dir.
+	warmImageExt = ".img"
+)
+
+// WarmOptions configures warm disks.
+type WarmOptions struct {
+	// Dir holds the images (made 0700 when missing); "" turns warm
+	// disks off. They need Egress.Cache and a disk ceiling.
+	Dir string
+	// MaxBytes bounds the images' allocated bytes; zero means
+	// DefaultWarmBytes.
+	MaxBytes int64
+}
+
+// warmMeta is what a warm image holds.
+type warmMeta struct {
+	Packages     int   `json:"packages"`
+	TarballBytes int64 `json:"tarball_bytes"`
+}
+
+// warmPlan is what a run knows of its warm disk.
+type warmPlan struct {
+	// image is the image the run's disk is copied from; "" for none.
+	image string
+	// key names the image of the run's lockfile; "" when the run has
+	// none to make.
+	key string
+	// pkgs are the lockfile's packages, to make the image from.
+	pkgs []pnpmPackage
+}
+
+// warmDisks makes and finds warm images, one maker at a time.
+type warmDisks struct {
+	mu sync.Mutex
+}
+
+// warmFor is the warm disk of a run: the lockfile of the checkout at dir
+// (pnpm 10's, format 9.0) keyed with the disk's ceiling, and its image
+// when one is kept. It is empty when the run installs nothing warm disks
+// serve.
+func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) warmPlan {
+	o := e.opts
+	if o.Warm.Dir == "" || o.Egress.Cache == nil || o.Disk.off() || tool.manager != validation.PNPM || !strings.HasPrefix(tool.version, "10.") || !installs(plan) {
+		return warmPlan{}
+	}
+	lock, err := readCapped(filepath.Join(dir, "pnpm-lock.yaml"), MaxSeedLockfileBytes)
+	if err != nil {
+		return warmPlan{}
+	}
+	pkgs := pnpmLockPackages(lock)
+	if len(pkgs) == 0 {
+		return warmPlan{}
+	}
+	h := sha256.New()
+	fmt.Fprintf(h, "pnpm-store-%s\x00%d\x00%d\x00", pnpmStoreLayout, o.Disk.Bytes, o.Disk.Inodes)
+	h.Write(lock)
+	w := warmPlan{key: hex.EncodeToString(h.Sum(nil)), pkgs: pkgs}
+	img := filepath.Join(o.Warm.Dir, w.key+warmImageExt)
+	if st, err := os.Lstat(img); err == nil && st.Mode().IsRegular() {
+		now := time.Now()
+		os.Chtimes(img, now, now) // used: last to be removed
+		w.image = img
+	}
+	return w
+}
+
+// installs says the plan has an install step that will run.
+func installs(plan validation.Plan) bool {
+	return slices.ContainsFunc(plan.Steps, func(s validation.Step) bool {
+		return s.Name == validation.StepInstall && s.Inconclusive == ""
+	})
+}
+
+// buildWarm makes the image of the run's lockfile when it has none and
+// its install step passed (so the verifying cache holds what it fetched):
+// the "warm-disk" phase. A failure is logged; the run is not affected.
+func (r *run) buildWarm(ctx context.Context) {
+	w := r.warm
+	if w.key == "" || w.image != "" || !installPassed(r.res.Steps) {
+		return
+	}
+	if r.p.disk == nil {
+		return
+	}
+	if err := r.e.makeWarmImage(ctx, *r.p.disk, w); err != nil {
+		r.e.log.Warn("warm disk not made", logkey.Manager, string(r.tool.manager), logkey.Err, err.Error())
+	}
+	r.clock.mark("warm-disk")
+}
+
+// installPassed says the results hold an install step that passed.
+func installPassed(steps []validation.StepResult) bool {
+	return slices.ContainsFunc(steps, func(s validation.StepResult) bool {
+		return s.Name == validation.StepInstall && s.Status == validation.StatusPassed
+	})
+}
+
+// makeWarmImage writes the store of w's packages that the verifying cache
+// holds and makes the image of a run's disk holding it, then removes the
+// least recently used images past the bound.
+func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPlan) error {
+	e.warm.mu.Lock()
+	defer e.warm.mu.Unlock()
+	o := e.opts
+	img := filepath.Join(o.Warm.Dir, w.key+warmImageExt)
+	if _, err := os.Lstat(img); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(o.Warm.Dir, 0o700); err != nil {
+		return err
+	}
+	tree, err := os.MkdirTemp(o.Warm.Dir, ".tmp-tree-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(tree)
+	st, err := newPnpmStore(filepath.Join(tree, warmStoreDir))
+	if err != nil {
+		return err
+	}
+	if err := st.addFromCache(o.Egress.Cache, w.pkgs); err != nil {
+		return err
+	}
+	if st.packages == 0 {
+		return nil
+	}
+	meta, err := json.Marshal(warmMeta{Packages: st.packages, TarballBytes: st.tarBytes})
+	if err != nil {
+		return err
+	}
+	if err := writeNewFile(filepath.Join(tree, warmMetaName), meta, 0o600); err != nil {
+		return err
+	}
+	if err := mkfsWarm(ctx, tools, o.Disk, tree, img); err != nil {
+		return err
+	}
+	return evictWarm(o.Warm.Dir, cmp0(o.Warm.MaxBytes, DefaultWarmBytes))
+}
+
+// cmp0 is v, or def when v is zero.
+func cmp0(v, def int64) int64 {
+	if v == 0 {
+		return def
+	}
+	return v
+}
+
+// mkfsWarm makes img, an image of the run disk's size and inodes, filled
+// from tree.
+func mkfsWarm(ctx context.Context, tools diskTools, l DiskLimit, tree, img string) error {
+	ctx, cancel := context.WithTimeout(ctx, DiskSetupTimeout)
+	defer cancel()
+	id, err := randomID()
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(filepath.Dir(img), ".tmp-img-"+id)
+	if err := sparseFile(tmp, l.Bytes); err != nil {
+		return err
+	}
+	if err := mkfsWith(ctx, tools.mkfs, tmp, l.Inodes, "-d", tree); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	return os.Rename(tmp, img)
+}
+
+// evictWarm removes the least recently used images in dir (by
+// modification time, which a use moves) until what they take is within
+// max bytes; temporary files older than DiskSetupTimeout go too (a
+// process that died making one).
+func evictWarm(dir string, max int64) error {
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return err
+	}
+	type img struct {
+		path  string
+		used  time.Time
+		bytes int64
+	}
+	var imgs []img
+	var total int64
+	for _, de := range ents {
+		p := filepath.Join(dir, de.Name())
+		var st unix.Stat_t
+		if unix.Lstat(p, &st) != nil {
+			continue
+		}
+		used := time.Unix(st.Mtim.Unix())
+		if strings.HasPrefix(de.Name(), ".tmp-") {
+			if time.Since(used) > DiskSetupTimeout {
+				os.RemoveAll(p)
+			}
+			continue
+		}
+		if !strings.HasSuffix(de.Name(), warmImageExt) || st.Mode&unix.S_IFMT != unix.S_IFREG {
+			continue
+		}
+		imgs = append(imgs, img{p, used, st.Blocks * 512})
+		total += st.Blocks * 512
+	}
+	slices.SortFunc(imgs, func(a, b img) int { return a.used.Compare(b.used) })
+	var errs []error
+	for _, im := range imgs {
+		if total <= max {
+			break
+		}
+		if err := os.Remove(im.path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+			continue
+		}
+		total -= im.bytes
+	}
+	return errors.Join(errs...)
+}
+
+// copySparse copies the image src into the new file dst: its data
+// extents by copy_file_range, its holes left holes.
+func copySparse(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	st, err := in.Stat()
+	if err != nil {
+		return err
+	}
+	out, err := os.OpenFile(dst, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	err = copyExtents(in, out, st.Size())
+	if terr := out.Truncate(st.Size()); err == nil {
+		err = terr
+	}
+	return errors.Join(err, out.Close())
+}
+
+// copyExtents copies in's data extents to the same offsets of out.
+func copyExtents(in, out *os.File, size int64) error {
+	var off int64
+	for off < size {
+		data, err := unix.Seek(int(in.Fd()), off, unix.SEEK_DATA)
+		if errors.Is(err, unix.ENXIO) {
+			return nil // only a hole is left
+		}
+		if err != nil {
+			return err
+		}
+		hole, err := unix.Seek(int(in.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		for data < hole {
+			roff, woff := data, data
+			n, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, int(hole-data), 0)
+			if err != nil {
+				return err
+			}
+			if n == 0 {
+				return io.ErrUnexpectedEOF
+			}
+			data += int64(n)
+		}
+		off = hole
+	}
+	return nil
+}
+
+// seedPnpmStore gives the install step the warm store its disk was made
+// with: owned by the run's uid, renamed into the workspace where pnpm
+// looks for it (never over anything there: a checkout that has
+// node_modules keeps the store out). It returns the packages and tarball bytes the store holds;
+// nothing when the disk is not warm.
+func seedPnpmStore(base, workspace string, uid, gid int) (int, int64, error) {
+	src := filepath.Join(base, warmStoreDir)
+	if _, err := os.Lstat(src); err != nil {
+		return 0, 0, nil
+	}
+	var meta warmMeta
+	if b, err := readCapped(filepath.Join(base, warmMetaName), 4096); err == nil {
+		_ = json.Unmarshal(b, &meta)
+	}
+	err := filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+	dst := workspace
+	for _, d := range strings.Split(filepath.Dir(pnpmSandboxStore), "/") {
+		if dst = filepath.Join(dst, d); err == nil {
+			err = mkdirOwned(dst, 0o755, uid, gid)
+		}
+	}
+	if err == nil {
+		err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(workspace, pnpmSandboxStore), unix.RENAME_NOREPLACE)
+	}
+	if err != nil {
+		return 0, 0, errors.Join(fmt.Errorf("warm store: %w", err), os.RemoveAll(src))
+	}
+	return meta.Packages, meta.TarballBytes, nil
+}
