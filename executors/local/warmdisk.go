@@ -180,9 +180,11 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 	if err != nil {
 		return err
 	}
+	start := time.Now()
 	if err := st.addFromCache(o.Egress.Cache, w.pkgs); err != nil {
 		return err
 	}
+	wrote := time.Since(start)
 	if st.packages == 0 {
 		return nil
 	}
@@ -196,6 +198,8 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 	if err := mkfsWarm(ctx, tools, o.Disk, tree, img); err != nil {
 		return err
 	}
+	e.log.Info("warm disk made", logkey.Manager, string(validation.PNPM), "packages", st.packages, "tarball_bytes", st.tarBytes,
+		"store_ms", wrote.Milliseconds(), "image_ms", (time.Since(start) - wrote).Milliseconds())
 	return evictWarm(o.Warm.Dir, cmp0(o.Warm.MaxBytes, DefaultWarmBytes))
 }
 
