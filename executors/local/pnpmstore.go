@@ -82,7 +82,7 @@ func pnpmLockPackages(lock []byte) []pnpmPackage {
 			if k, ok := strings.CutSuffix(line[2:], ":"); ok {
 				id = unquoteYAMLKey(k)
 			}
-		case id != "" && strings.HasPrefix(line, "    resolution: {") && line[4+len("resolution: {"):] != "":
+		case id != "" && strings.HasPrefix(line, "    resolution: {"):
 			if sum := pnpmResolutionSum(line); sum != nil {
 				pkgs = append(pkgs, pnpmPackage{id: id, sum: sum})
 			}

@@ -62,6 +62,10 @@ const (
 	pnpmSandboxStore = "node_modules/.pnpm-store"
 	// warmImageExt names the images in WarmOptions.Dir.
 	warmImageExt = ".img"
+	// warmTmpStale is the age past which a temporary tree or image in
+	// WarmOptions.Dir is a dead maker's (another process may be making
+	// one now: it takes seconds).
+	warmTmpStale = time.Hour
 )
 
 // WarmOptions configures warm disks.
@@ -233,8 +237,8 @@ func mkfsWarm(ctx context.Context, tools diskTools, l DiskLimit, tree, img strin
 
 // evictWarm removes the least recently used images in dir (by
 // modification time, which a use moves) until what they take is within
-// max bytes; temporary files older than DiskSetupTimeout go too (a
-// process that died making one).
+// max bytes; temporary files older than warmTmpStale go too (a process
+// that died making one).
 func evictWarm(dir string, max int64) error {
 	ents, err := os.ReadDir(dir)
 	if err != nil {
@@ -255,7 +259,7 @@ func evictWarm(dir string, max int64) error {
 		}
 		used := time.Unix(st.Mtim.Unix())
 		if strings.HasPrefix(de.Name(), ".tmp-") {
-			if time.Since(used) > DiskSetupTimeout {
+			if time.Since(used) > warmTmpStale {
 				os.RemoveAll(p)
 			}
 			continue
@@ -319,20 +323,39 @@ func copyExtents(in, out *os.File, size int64) error {
 		if err != nil {
 			return err
 		}
-		for data < hole {
-			roff, woff := data, data
-			n, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, int(hole-data), 0)
-			if err != nil {
-				return err
-			}
-			if n == 0 {
-				return io.ErrUnexpectedEOF
-			}
-			data += int64(n)
+		if err := copyRange(in, out, data, hole-data); err != nil {
+			return err
 		}
 		off = hole
 	}
 	return nil
+}
+
+// copyRange copies n bytes at off of in to the same offset of out: in the
+// kernel (copy_file_range), or through a buffer where the kernel will not
+// copy between the two (other file systems, on some kernels).
+func copyRange(in, out *os.File, off, n int64) error {
+	for n > 0 {
+		roff, woff := off, off
+		c, err := unix.CopyFileRange(int(in.Fd()), &roff, int(out.Fd()), &woff, int(min(n, 1<<30)), 0)
+		if errors.Is(err, unix.EXDEV) || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EOPNOTSUPP) {
+			return copyRangeBuffered(in, out, off, n)
+		}
+		if err != nil {
+			return err
+		}
+		if c == 0 {
+			return io.ErrUnexpectedEOF
+		}
+		off, n = off+int64(c), n-int64(c)
+	}
+	return nil
+}
+
+// copyRangeBuffered is copyRange through memory.
+func copyRangeBuffered(in, out *os.File, off, n int64) error {
+	_, err := io.Copy(io.NewOffsetWriter(out, off), io.NewSectionReader(in, off, n))
+	return err
 }
 
 // seedPnpmStore gives the install step the warm store its disk was made

@@ -21,6 +21,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/gilf-review/gilf/executors"
 	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/toolchain"
@@ -489,7 +491,7 @@ func TestEvictWarm(t *testing.T) {
 	if err := os.WriteFile(stale, []byte("x"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	old := now.Add(-2 * DiskSetupTimeout)
+	old := now.Add(-2 * warmTmpStale)
 	if err := os.Chtimes(stale, old, old); err != nil {
 		t.Fatal(err)
 	}
@@ -511,5 +513,65 @@ func TestEvictWarm(t *testing.T) {
 	}
 	if ents, _ := os.ReadDir(dir); len(ents) != 2 {
 		t.Errorf("at the bound: %d images left, want 2", len(ents))
+	}
+}
+
+// A warm image is copied with its holes (a disk of a few megabytes of
+// data stays a few megabytes), byte for byte, by the kernel or through a
+// buffer (file systems the kernel will not copy between).
+func TestCopySparse(t *testing.T) {
+	const size, block = 64 << 20, 4096
+	dir := t.TempDir()
+	src := filepath.Join(dir, "src.img")
+	if err := sparseFile(src, size); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.OpenFile(src, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	offs := []int64{0, 30 << 20, size - block}
+	for i, off := range offs {
+		if _, err := f.WriteAt(bytes.Repeat([]byte{byte(i + 1)}, block), off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.Close()
+	want := fileSHA256(t, src)
+	dst := filepath.Join(dir, "dst.img")
+	if err := copySparse(src, dst); err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat(dst, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Size != size || st.Blocks*512 > 1<<20 {
+		t.Errorf("copy: %d bytes, %d allocated; want the size, holes kept", st.Size, st.Blocks*512)
+	}
+	if got := fileSHA256(t, dst); got != want {
+		t.Errorf("copy differs")
+	}
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	buf := filepath.Join(dir, "buf.img")
+	out, err := os.OpenFile(buf, os.O_WRONLY|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := errors.Join(copyRangeBuffered(in, out, offs[1], block), out.Close()); err != nil {
+		t.Fatal(err)
+	}
+	got := make([]byte, block)
+	g, err := os.Open(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	if _, err := g.ReadAt(got, offs[1]); err != nil || !bytes.Equal(got, bytes.Repeat([]byte{2}, block)) {
+		t.Errorf("buffered copy: %v, wrong bytes", err)
 	}
 }
