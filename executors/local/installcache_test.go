@@ -245,6 +245,7 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 				plan := validation.Plan{PackageManager: validation.NPM, Steps: []validation.Step{
 					{Name: validation.StepInstall, Argv: validation.InstallArgv(tc.pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
 					{Name: validation.StepTest, Argv: validation.RunArgv(tc.pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},
+					shStep("links", "stat -L -c 'links %h' node_modules/express/package.json", time.Minute),
 				}}
 				if tc.tool.Manager != "" {
 					plan.PackageManager, plan.Tool = tc.pm, tc.tool
@@ -259,6 +260,11 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 				wantStatus(t, res.Steps[1], validation.StatusPassed)
 				if !strings.Contains(res.Steps[1].Output.Head, "dependency loaded") {
 					t.Errorf("run %d: test output %q", i, res.Steps[1].Output.Head)
+				}
+				// pnpm and bun keep their store on node_modules' mount
+				// and hard-link from it, as they do bare.
+				if links := strings.TrimSpace(res.Steps[2].Output.Head); (tc.pm == validation.PNPM || tc.pm == validation.Bun) && links != "links 2" {
+					t.Errorf("run %d: %s's express/package.json: %q, want hard-linked from its store", i, tc.pm, links)
 				}
 				eg := res.Steps[0].Egress
 				var reached bool

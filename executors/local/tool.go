@@ -70,8 +70,9 @@ func (m toolMount) close() {
 
 // env is what the package manager needs in its steps' environment: pnpm
 // never replaces itself with the version packageManager names (gilf has
-// provided exactly that one; a download would need the network) and keeps
-// its store on the workspace's mount (pnpmSandboxStore), and
+// provided exactly that one; a download would need the network), pnpm and
+// bun keep their store on the workspace's mount (pnpmSandboxStore,
+// bunSandboxCache: they hard-link from it), and
 // Yarn gets the CA setting its version reads (Yarn 2+ refuses to run
 // with a setting it does not know, Yarn classic's cafile among them).
 func (m toolMount) env(ca bool) map[string]string {
@@ -84,6 +85,8 @@ func (m toolMount) env(ca bool) map[string]string {
 		if ca {
 			env["YARN_CAFILE"] = SandboxCAFile
 		}
+	case validation.Bun:
+		env["BUN_INSTALL_CACHE_DIR"] = SandboxWorkspace + "/" + bunSandboxCache
 	case validation.YarnBerry:
 		env["YARN_ENABLE_TELEMETRY"] = "0"
 		if ca {

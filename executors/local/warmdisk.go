@@ -60,6 +60,9 @@ const (
 	// node_modules, which every tool (git, linters, formatters, test
 	// runners) leaves aside, and which pnpm leaves alone.
 	pnpmSandboxStore = "node_modules/.pnpm-store"
+	// bunSandboxCache is bun's cache in the sandbox, for the same reason
+	// (BUN_INSTALL_CACHE_DIR): bun hard-links from it too.
+	bunSandboxCache = "node_modules/.cache/bun"
 	// warmImageExt names the images in WarmOptions.Dir.
 	warmImageExt = ".img"
 	// warmTmpStale is the age past which a temporary tree or image in
