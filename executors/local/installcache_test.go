@@ -201,10 +201,12 @@ func TestInstallThroughTerminatingProxy(t *testing.T) {
 // proxy too: each trusts the worker's CA through the bundle gilf names
 // (yarn berry by YARN_HTTPS_CA_FILE_PATH, the others by the variables of
 // Node, npm and yarn classic), reaches the registry through terminated
-// TLS, and a second run takes what it fetched from the shared cache. Yarn
-// berry and bun are prepared from the registry as a worker prepares them;
-// Verdaccio's tarball URLs are its own plain http:// ones, which yarn
-// berry must be told it may use.
+// TLS, and a second run takes what it fetched from the shared cache.
+// pnpm 10, Yarn berry and bun are prepared from the registry as a worker
+// prepares them; Verdaccio's tarball URLs are its own plain http:// ones,
+// which yarn berry must be told it may use. pnpm and bun hard-link each
+// package from their store, as they do bare (it is on node_modules'
+// mount).
 func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 	front, base := terminatingSetup(t)
 	tools, err := toolchain.New(toolchain.Options{Dir: filepath.Join(t.TempDir(), "toolchains"), Registry: registry(t).URL})
@@ -216,7 +218,7 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 		tool  validation.ToolRequest // none: the worker's own
 		files map[string]string
 	}{
-		{pm: validation.PNPM},
+		{pm: validation.PNPM, tool: validation.ToolRequest{Manager: validation.PNPM, Version: pnpmWarmVersion}},
 		{pm: validation.Yarn},
 		{validation.YarnBerry, validation.ToolRequest{Manager: validation.YarnBerry, Version: "4.4.1"}, map[string]string{
 			".yarnrc.yml": "npmRegistryServer: \"" + strings.TrimSuffix(front.url, "/") + "\"\nnodeLinker: node-modules\nenableTelemetry: false\nenableImmutableInstalls: false\nunsafeHttpWhitelist: [\"127.0.0.1\"]\n",

@@ -224,6 +224,9 @@ f=node_modules/.pnpm/express@4.21.2/node_modules/express/index.js && grep -c tam
 		return res
 	}
 	first := run(0)
+	if out := first.Steps[1].Output.Head; !strings.Contains(out, "links 2\n0\n") {
+		t.Errorf("first run: %q, want each package hard-linked from pnpm's store", out)
+	}
 	if !slices.ContainsFunc(first.Phases, func(p validation.Phase) bool { return p.Name == "warm-disk" }) {
 		t.Errorf("first run's phases %+v: no warm-disk", first.Phases)
 	}
