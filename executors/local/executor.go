@@ -115,7 +115,8 @@ func (e *Executor) Tier(ctx context.Context) (validation.Tier, error) {
 // prepare (the isolation probe, the package manager, the run's uid,
 // workspace, configuration and cgroup), start (the platform probe and the
 // git work tree: the sandbox shown to work), wait (the plan's steps, one
-// after another), collect (the result) and clean up (the cgroup, the
+// after another), the warm disk of its lockfile (made once its install
+// passed, warmdisk.go), collect (the result) and clean up (the cgroup, the
 // workspace, the uid and the package manager released, in every
 // outcome). The record's phases time them (see phaseClock).
 func (e *Executor) Run(ctx context.Context, req executors.Request) (res executors.Result, err error) {

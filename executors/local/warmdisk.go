@@ -145,7 +145,7 @@ func installs(plan validation.Plan) bool {
 // the "warm-disk" phase. A failure is logged; the run is not affected.
 func (r *run) buildWarm(ctx context.Context) {
 	w := r.warm
-	if w.key == "" || w.image != "" || !installPassed(r.res.Steps) {
+	if w.key == "" || w.image != "" || ctx.Err() != nil || !installPassed(r.res.Steps) {
 		return
 	}
 	if r.p.disk == nil {
