@@ -139,43 +139,24 @@ func (p *Proxy) metadata(ctx context.Context, out *http.Request, o origin, key s
 // served; one that does not match is refused (errIntegrity) and
 // dropped. A version whose packument gives no sha512 passes through
 // uncached.
-//
-// When no packument of the package is kept, the look-up must go to the
-// registry, and the blob is most likely not kept either: the tarball is
-// asked for at once, beside the look-up (early), instead of after it.
-// Nothing of it is kept or served before the look-up's digest has
-// checked it; it is cancelled when that digest names a kept blob, or
-// the look-up is refused. What it buys depends on the registry's
-// distance: BenchmarkCacheFirstFetch (128 tarballs, 16 at a time,
-// through TLS and HTTP/2) took 0.79× the time with a registry 20 ms
-// away, 1.07–1.11× with one 1 ms away (more requests at once on a
-// 2-core host), and BenchmarkInstallCacheRealRepo against this host's
-// registry mirror (1 ms) showed no change in pnpm's first install.
 func (p *Proxy) tarball(ctx context.Context, out *http.Request, o origin, ref tarballRef) (*http.Response, error) {
 	c := p.cfg.Cache
-	u := o.base() + ref.packumentPath()
-	var early *earlyFetch
-	if earlyTarballs && !p.packumentKept(u) {
-		early = p.startEarly(ctx, out, o)
-	}
-	want, err := p.integrity(ctx, out, o, u, ref)
+	want, err := p.integrity(ctx, out, o, ref)
 	if err != nil {
 		var denied *errDenied
 		var dial *errDial
 		if errors.As(err, &denied) || errors.As(err, &dial) {
-			early.discard()
 			return nil, err
 		}
 		p.cacheMiss(true)
-		return early.response(ctx, p, out, o)
+		return p.roundTrip(ctx, out, o)
 	}
 	if f, size, ok := c.open(blobName(want)); ok {
-		early.discard()
 		p.cacheHit(true, size)
 		return fileResponse(tarballHeader(), f, size), nil
 	}
 	p.cacheMiss(true)
-	resp, err := early.response(ctx, p, out, o)
+	resp, err := p.roundTrip(ctx, out, o)
 	if err != nil || resp.StatusCode != http.StatusOK {
 		return resp, err
 	}
@@ -195,62 +176,12 @@ func (p *Proxy) tarball(ctx context.Context, out *http.Request, o origin, ref ta
 	return fileResponse(tarballHeader(), tmp, n), nil
 }
 
-// earlyTarballs sends a tarball request beside its look-up (see
-// tarball); off only in BenchmarkCacheFirstFetch, to measure what it
-// buys.
-var earlyTarballs = true
-
-// earlyFetch is a tarball request sent to the registry while its
-// integrity is looked up (see tarball). A nil one is none: response
-// sends the request then.
-type earlyFetch struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-	resp   *http.Response
-	err    error
-}
-
-// startEarly sends a copy of out to the registry in the background.
-func (p *Proxy) startEarly(ctx context.Context, out *http.Request, o origin) *earlyFetch {
-	ectx, cancel := context.WithCancel(ctx)
-	e := &earlyFetch{cancel: cancel, done: make(chan struct{})}
-	// A copy: the pool sets fields of the request it sends.
-	req := out.Clone(ectx)
-	go func() {
-		defer close(e.done)
-		e.resp, e.err = p.roundTrip(ectx, req, o)
-	}()
-	return e
-}
-
-// response is the registry's response to out: the early one, or sent
-// now when there is none.
-func (e *earlyFetch) response(ctx context.Context, p *Proxy, out *http.Request, o origin) (*http.Response, error) {
-	if e == nil {
-		return p.roundTrip(ctx, out, o)
-	}
-	<-e.done
-	return e.resp, e.err
-}
-
-// discard cancels the early request and closes what it got.
-func (e *earlyFetch) discard() {
-	if e == nil {
-		return
-	}
-	e.cancel()
-	<-e.done
-	if e.resp != nil {
-		e.resp.Body.Close()
-	}
-}
-
 // integrity is the sha512 the registry publishes for ref's version,
-// from its packument at u: a fresh one a client asked for (see
-// keptDigests), else the abbreviated one through the metadata cache. A
-// kept packument is parsed once: the digests are remembered for as long
-// as that same document is what the cache serves.
-func (p *Proxy) integrity(ctx context.Context, tarball *http.Request, o origin, u string, ref tarballRef) ([]byte, error) {
+// from its abbreviated packument (through the metadata cache). A kept
+// packument is parsed once: the digests are remembered for as long as
+// that same document is what the cache serves.
+func (p *Proxy) integrity(ctx context.Context, tarball *http.Request, o origin, ref tarballRef) ([]byte, error) {
+	u := o.base() + ref.packumentPath()
 	if doc, ok := p.keptDigests(u); ok {
 		return versionDigest(doc, ref.version)
 	}
@@ -308,55 +239,28 @@ func (p *Proxy) keptDigests(u string) (map[string][]byte, bool) {
 	if c.cfg.MetadataTTL <= 0 {
 		return nil, false
 	}
-	for _, key := range packumentKeys(u) {
-		h, f, _, ok := c.loadMeta(key)
-		if !ok {
-			continue
-		}
-		if time.Since(h.Stored) >= c.cfg.MetadataTTL {
-			f.Close()
-			continue
-		}
-		doc, err := c.fileDigests(f, h.ContentEncoding)
-		f.Close()
-		if err == nil {
-			return doc, true
-		}
-	}
-	return nil, false
-}
-
-// packumentKeys are the keys under which the cache may keep the
-// packument at u: either spelling of a scope's escaped slash, each
-// variant a client asks for (keptPackumentVariants).
-func packumentKeys(u string) []string {
 	urls := []string{u}
 	if alt := strings.Replace(u, "%2f", "%2F", 1); alt != u {
 		urls = append(urls, alt)
 	}
-	var keys []string
 	for _, u := range urls {
 		for _, v := range keptPackumentVariants {
-			keys = append(keys, u+v)
+			h, f, _, ok := c.loadMeta(u + v)
+			if !ok {
+				continue
+			}
+			if time.Since(h.Stored) >= c.cfg.MetadataTTL {
+				f.Close()
+				continue
+			}
+			doc, err := c.fileDigests(f, h.ContentEncoding)
+			f.Close()
+			if err == nil {
+				return doc, true
+			}
 		}
 	}
-	return keys
-}
-
-// packumentKept reports whether the cache keeps a packument at u in any
-// variant, fresh or not: then the look-up may answer (or revalidate)
-// without the registry sending it again, and the tarball may well be
-// kept too.
-func (p *Proxy) packumentKept(u string) bool {
-	c := p.cfg.Cache
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for _, key := range packumentKeys(u) {
-		if _, ok := c.entries[metaName(key)]; ok {
-			return true
-		}
-	}
-	return false
+	return nil, false
 }
 
 // tarballHeader is the header of a tarball served from the cache.
