@@ -36,10 +36,11 @@ var errPackument = errors.New("packument: not a JSON document of the registry's 
 // BenchmarkScanIntegrities (3500 versions, 2.4 MB): encoding/json
 // 92–100 MB/s, this 450–530 MB/s; typescript's real abbreviated
 // packument (10 MB) 96 ms against 15 ms. BenchmarkInstallCacheRealRepo,
-// alternated with encoding/json at load 3–5: gilf's CPU on pnpm's first
-// install (500 packages) 2.46 s against 3.09 s (medians of 7), its
-// first/cold-paired 0.88 against 1.04 (medians of 11); bun's (ds-one)
-// 1.16 s against 1.58 s of CPU.
+// alternated with encoding/json: pnpm's first install (500 packages) at
+// load 2–3.4, gilf's CPU 2.26 s against 2.74 s and first/cold-paired
+// 1.09 against 1.20 (each every time ≤ 1.12 against up to 1.27; medians
+// of 4); at load 3–5, 2.46 s against 3.09 s of CPU (medians of 7).
+// bun's (ds-one), 1.13 s against 1.48 s of CPU.
 func scanIntegrities(b []byte) (map[string][]byte, error) {
 	s := &packumentScanner{b: b}
 	out := map[string][]byte{}
