@@ -1,13 +1,12 @@
 package egress
 
 import (
-	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"errors"
 	"io"
 	"net/url"
 	"strings"
+	"unicode/utf8"
 )
 
 // tarballRef is a request for a package's tarball as npm registries name
@@ -92,40 +91,49 @@ func publishedIntegrities(r io.Reader) (map[string][]byte, error) {
 	if int64(len(b)) > MaxMetadataBytes {
 		return nil, errors.New("packument over MaxMetadataBytes")
 	}
-	var doc struct {
-		Versions map[string]struct {
-			Dist struct {
-				Integrity string `json:"integrity"`
-			} `json:"dist"`
-		} `json:"versions"`
-	}
-	if err := json.NewDecoder(bytes.NewReader(b)).Decode(&doc); err != nil {
-		return nil, err
-	}
-	out := make(map[string][]byte, len(doc.Versions))
-	for v, m := range doc.Versions {
-		if sum, err := sha512Of(m.Dist.Integrity); err == nil {
-			out[v] = sum
-		}
-	}
-	return out, nil
+	return scanIntegrities(b)
 }
 
 // sha512Of returns the sha512 digest of an SRI integrity string
 // ("sha512-<base64>", possibly among other hashes).
 func sha512Of(integrity string) ([]byte, error) {
+	if oneField(integrity) {
+		// The form registries publish, taken without a look at each
+		// character's Unicode class (a fifth of scanIntegrities).
+		if sum, ok := sha512Field(integrity); ok {
+			return sum, nil
+		}
+		return nil, errNoIntegrity
+	}
 	for f := range strings.FieldsSeq(integrity) {
-		b64, ok := strings.CutPrefix(f, "sha512-")
-		if !ok {
-			continue
-		}
-		if i := strings.IndexByte(b64, '?'); i >= 0 {
-			b64 = b64[:i]
-		}
-		sum, err := base64.StdEncoding.DecodeString(b64)
-		if err == nil && len(sum) == 64 {
+		if sum, ok := sha512Field(f); ok {
 			return sum, nil
 		}
 	}
 	return nil, errNoIntegrity
+}
+
+// oneField reports whether s is one field as strings.FieldsSeq splits:
+// not empty, printable ASCII without a space.
+func oneField(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c <= ' ' || c >= utf8.RuneSelf {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// sha512Field is the digest of one field of an integrity string, when
+// it is a sha512 one.
+func sha512Field(f string) ([]byte, bool) {
+	b64, ok := strings.CutPrefix(f, "sha512-")
+	if !ok {
+		return nil, false
+	}
+	if i := strings.IndexByte(b64, '?'); i >= 0 {
+		b64 = b64[:i]
+	}
+	sum, err := base64.StdEncoding.DecodeString(b64)
+	return sum, err == nil && len(sum) == 64
 }
