@@ -63,8 +63,8 @@ type InstallCacheConfig struct {
 	Credentials map[string]Secret
 	// WarmBytes is GILF_INSTALL_WARM_BYTES (default
 	// local.DefaultWarmBytes; 0 turns warm disks off): the bound of the
-	// images of pnpm's store per lockfile, made from the cache (so off
-	// with it too).
+	// images of pnpm's store or bun's cache per lockfile, made from the
+	// cache (so off with it too).
 	WarmBytes int64
 }
 

@@ -153,17 +153,39 @@ type pnpmIndex struct {
 	Files         map[string]pnpmIndexFile `json:"files"`
 }
 
+// warmBudget is what is left of a warm store's bytes and files.
+type warmBudget struct {
+	bytes int64
+	files int
+}
+
+// newWarmBudget is the budget of one warm store.
+func newWarmBudget() warmBudget {
+	return warmBudget{bytes: MaxWarmStoreBytes, files: MaxWarmStoreFiles}
+}
+
+// take takes a file of size bytes from the budget: errWarmFull when it
+// does not fit.
+func (b *warmBudget) take(size int64) error {
+	if b.files--; b.files < 0 || size > b.bytes {
+		return errWarmFull
+	}
+	b.bytes -= size
+	return nil
+}
+
 // pnpmStoreWriter writes packages into a pnpm store at root (its
 // pnpmStoreLayout directory), within a budget of bytes and files.
 type pnpmStoreWriter struct {
-	root  string
-	bytes int64
-	files int
+	root string
+	warmBudget
 	// packages and tarBytes are what was written: packages and the
 	// bytes of their tarballs.
 	packages int
 	tarBytes int64
 }
+
+func (w *pnpmStoreWriter) written() (int, int64) { return w.packages, w.tarBytes }
 
 // errWarmFull says a warm store's budget is spent.
 var errWarmFull = errors.New("warm store budget spent")
@@ -179,38 +201,64 @@ func newPnpmStore(root string) (*pnpmStoreWriter, error) {
 			}
 		}
 	}
-	return &pnpmStoreWriter{root: dir, bytes: MaxWarmStoreBytes, files: MaxWarmStoreFiles}, nil
+	return &pnpmStoreWriter{root: dir, warmBudget: newWarmBudget()}, nil
 }
 
 // addFromCache adds the packages the cache holds; a package the cache
 // lacks, or whose tarball pnpm could not read either, is left out (pnpm
 // fetches it). It stops at the budget.
 func (w *pnpmStoreWriter) addFromCache(c *egress.Cache, pkgs []pnpmPackage) error {
+	idx := func(p pnpmPackage) string { return filepath.Join(w.root, pnpmIndexName(p.sum, p.id)) }
+	n, size, err := addTarballs(c, pkgs, idx, func(p pnpmPackage, r io.Reader) error { return w.add(r, p.sum, idx(p)) })
+	w.packages, w.tarBytes = w.packages+n, w.tarBytes+size
+	return err
+}
+
+// addTarballs adds, with add, each of pkgs whose tarball the cache holds
+// and whose entry (at the path made names) is not there yet. A package
+// add finds pnpm or bun would not unpack either (badTarballError) is left
+// out, what it made of it removed; at the budget (errWarmFull) it stops.
+// It returns the packages added and their tarballs' bytes.
+func addTarballs(c *egress.Cache, pkgs []pnpmPackage, made func(pnpmPackage) string, add func(pnpmPackage, io.Reader) error) (int, int64, error) {
+	var n int
+	var total int64
 	for _, p := range pkgs {
-		idx := filepath.Join(w.root, pnpmIndexName(p.sum, p.id))
-		if _, err := os.Lstat(idx); err == nil {
+		if _, err := os.Lstat(made(p)); err == nil {
 			continue
 		}
 		f, size, ok := c.OpenTarball(p.sum)
 		if !ok {
 			continue
 		}
-		err := w.add(f, p.sum, idx)
+		err := add(p, f)
 		f.Close()
-		if errors.Is(err, errWarmFull) {
-			return nil
-		}
 		var bad *badTarballError
-		if errors.As(err, &bad) {
+		if full := errors.Is(err, errWarmFull); full || errors.As(err, &bad) {
+			if rerr := os.RemoveAll(made(p)); rerr != nil || full {
+				return n, total, rerr
+			}
 			continue
 		}
 		if err != nil {
-			return err
+			return n, total, err
 		}
-		w.packages++
-		w.tarBytes += size
+		n, total = n+1, total+size
 	}
-	return nil
+	return n, total, nil
+}
+
+// tarballEntries reads the tarball r, gzip or not; done closes what it
+// opened.
+func tarballEntries(r io.Reader) (tr *tar.Reader, done func(), err error) {
+	br := bufio.NewReaderSize(r, 64<<10)
+	if magic, _ := br.Peek(3); !bytes.Equal(magic, []byte{0x1f, 0x8b, 8}) {
+		return tar.NewReader(br), func() {}, nil
+	}
+	z, err := gzip.NewReader(br)
+	if err != nil {
+		return nil, nil, &badTarballError{err}
+	}
+	return tar.NewReader(z), func() { z.Close() }, nil
 }
 
 // badTarballError is a tarball pnpm would not unpack either.
@@ -223,19 +271,13 @@ func (e *badTarballError) Error() string { return "tarball: " + e.err.Error() }
 // path segment dropped, regular files and hard links kept (directories
 // and symlinks are not), a later entry of the same path winning.
 func (w *pnpmStoreWriter) add(r io.Reader, sum []byte, idx string) error {
-	br := bufio.NewReaderSize(r, 64<<10)
-	var src io.Reader = br
-	if magic, _ := br.Peek(3); bytes.Equal(magic, []byte{0x1f, 0x8b, 8}) {
-		z, err := gzip.NewReader(br)
-		if err != nil {
-			return &badTarballError{err}
-		}
-		defer z.Close()
-		src = z
+	tr, done, err := tarballEntries(r)
+	if err != nil {
+		return err
 	}
+	defer done()
 	index := pnpmIndex{Files: map[string]pnpmIndexFile{}}
 	var manifest []byte
-	tr := tar.NewReader(src)
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -255,10 +297,9 @@ func (w *pnpmStoreWriter) add(r io.Reader, sum []byte, idx string) error {
 		if !ok {
 			continue
 		}
-		if w.files--; w.files < 0 || h.Size > w.bytes {
-			return errWarmFull
+		if err := w.take(h.Size); err != nil {
+			return err
 		}
-		w.bytes -= h.Size
 		body := io.Reader(tr)
 		if h.Typeflag == tar.TypeLink {
 			body = bytes.NewReader(nil)

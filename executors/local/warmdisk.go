@@ -18,40 +18,45 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/gilf-review/gilf/executors/local/egress"
 	"github.com/gilf-review/gilf/internal/logkey"
 	"github.com/gilf-review/gilf/validation"
 )
 
 // A warm disk: the run's own file system (disk.go) made from an image that
-// already holds pnpm's store for the lockfile the run installs, so that a
+// already holds the package manager's store for the lockfile the run
+// installs (pnpm 10's store, bun 1's cache: warmManagers), so that a
 // second run of a lockfile links its packages from a filled store, as a
-// bare pnpm does from its warm one, instead of unpacking every tarball
-// into an empty store again.
+// bare pnpm or bun does from its warm one, instead of unpacking every
+// tarball into an empty store again.
 //
 // The store is written by gilf alone, never by a sandbox: after an install
 // step that passed, gilf unpacks the tarballs the lockfile names from the
 // verifying cache (each checked, when it came in, against the integrity
-// its registry publishes) into pnpm's content-addressable layout
-// (pnpmstore.go) and makes an image of it (mkfs.ext4 -d), one per
+// its registry publishes) into the manager's layout (pnpmstore.go,
+// buncache.go) and makes an image of it (mkfs.ext4 -d), one per
 // lockfile. A later run of the same lockfile copies the image as its disk
 // (copy_file_range over its data, holes kept) instead of formatting an
 // empty one; the store is the run's own copy, so whatever a step does to
 // it (pnpm links from it, and a linked file is the store's file) dies
 // with the run. It is outside the workspace until the install step starts
-// (the git work tree never adds it), then renamed to where pnpm keeps its
-// store in the sandbox (pnpmSandboxStore).
+// (the git work tree never adds it), then renamed to where the manager
+// keeps its store in the sandbox (pnpmSandboxStore, bunSandboxCache).
 //
-// Measured (BenchmarkInstallCacheRealRepo, unjs/defu, pnpm 10.33.0, 500
-// packages): see docs/install-cache.md.
+// Measured (BenchmarkInstallCacheRealRepo, pnpm 10.33.0 on unjs/defu, 500
+// packages: second run 3.1x a bare warm install before, 0.6-0.9x after;
+// bun 1.4.5 on 0001-labs/ds-one, 212 packages: 3.7x before, 2.3x after,
+// where bun itself takes a bare warm install's time and gilf's step setup
+// as much again): see docs/install-cache.md.
 const (
 	// DefaultWarmBytes bounds the disk space the warm images take (their
 	// allocated blocks); the least recently used are removed past it.
 	DefaultWarmBytes int64 = 20 << 30
 	// warmStoreDir is where a warm image holds the store, at the root
 	// of the run's file system (root's, unseen by the sandbox).
-	warmStoreDir = ".gilf-warm-pnpm-store"
+	warmStoreDir = ".gilf-warm-store"
 	// warmMetaName records, beside it, what the store holds.
-	warmMetaName = ".gilf-warm-pnpm.json"
+	warmMetaName = ".gilf-warm.json"
 	// pnpmSandboxStore is where pnpm keeps its store in the sandbox,
 	// under the workspace (npm_config_store_dir, which a checkout's
 	// .npmrc does not override): on HOME, its default, the store is
@@ -89,6 +94,8 @@ type warmMeta struct {
 
 // warmPlan is what a run knows of its warm disk.
 type warmPlan struct {
+	// pm is the package manager whose store the disk holds.
+	pm validation.PackageManager
 	// image is the image the run's disk is copied from; "" for none.
 	image string
 	// key names the image of the run's lockfile; "" when the run has
@@ -96,6 +103,9 @@ type warmPlan struct {
 	key string
 	// pkgs are the lockfile's packages, to make the image from.
 	pkgs []pnpmPackage
+	// workspace is the run's, once its install passed: what the
+	// manager made there tells how it names its store's entries.
+	workspace string
 }
 
 // warmDisks makes and finds warm images, one maker at a time.
@@ -109,21 +119,25 @@ type warmDisks struct {
 // serve.
 func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) warmPlan {
 	o := e.opts
-	if o.Warm.Dir == "" || o.Egress.Cache == nil || o.Disk.off() || tool.manager != validation.PNPM || !strings.HasPrefix(tool.version, "10.") || !installs(plan) {
+	if o.Warm.Dir == "" || o.Egress.Cache == nil || o.Disk.off() || !installs(plan) {
 		return warmPlan{}
 	}
-	lock, err := readCapped(filepath.Join(dir, "pnpm-lock.yaml"), MaxSeedLockfileBytes)
+	wm, ok := warmManagers[tool.manager]
+	if !ok || !strings.HasPrefix(tool.version, wm.version) {
+		return warmPlan{}
+	}
+	lock, err := readCapped(filepath.Join(dir, wm.lockfile), MaxSeedLockfileBytes)
 	if err != nil {
 		return warmPlan{}
 	}
-	pkgs := pnpmLockPackages(lock)
+	pkgs := wm.packages(lock)
 	if len(pkgs) == 0 {
 		return warmPlan{}
 	}
 	h := sha256.New()
-	fmt.Fprintf(h, "pnpm-store-%s\x00%d\x00%d\x00", pnpmStoreLayout, o.Disk.Bytes, o.Disk.Inodes)
+	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", tool.manager, wm.layout, o.Disk.Bytes, o.Disk.Inodes)
 	h.Write(lock)
-	w := warmPlan{key: hex.EncodeToString(h.Sum(nil)), pkgs: pkgs}
+	w := warmPlan{pm: tool.manager, key: hex.EncodeToString(h.Sum(nil)), pkgs: pkgs}
 	img := filepath.Join(o.Warm.Dir, w.key+warmImageExt)
 	if st, err := os.Lstat(img); err == nil && st.Mode().IsRegular() {
 		now := time.Now()
@@ -131,6 +145,38 @@ func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) war
 		w.image = img
 	}
 	return w
+}
+
+// warmManager is what warm disks know of a package manager.
+type warmManager struct {
+	// version is the prefix of the versions whose store layout is
+	// layout.
+	version, layout string
+	// lockfile is the lockfile read, packages what it locks.
+	lockfile string
+	packages func(lock []byte) []pnpmPackage
+	// store makes an empty store at a directory, for a run's plan.
+	store func(root string, w warmPlan) (warmWriter, error)
+	// sandbox is where the store goes in the workspace (the manager's
+	// setting names it; see toolMount.env).
+	sandbox string
+}
+
+// warmWriter writes a store from the verifying cache.
+type warmWriter interface {
+	addFromCache(c *egress.Cache, pkgs []pnpmPackage) error
+	// written are the packages written and their tarballs' bytes.
+	written() (int, int64)
+}
+
+// warmManagers are the managers warm disks serve.
+var warmManagers = map[validation.PackageManager]warmManager{
+	validation.PNPM: {version: "10.", layout: "pnpm-store-" + pnpmStoreLayout, lockfile: "pnpm-lock.yaml", packages: pnpmLockPackages, sandbox: pnpmSandboxStore,
+		store: func(root string, _ warmPlan) (warmWriter, error) { return newPnpmStore(root) }},
+	validation.Bun: {version: "1.", layout: "bun-cache" + bunCacheSuffix, lockfile: "bun.lock", packages: bunLockPackages, sandbox: bunSandboxCache,
+		store: func(root string, w warmPlan) (warmWriter, error) {
+			return newBunCache(root, bunRegistrySuffix(filepath.Join(w.workspace, bunSandboxCache), w.pkgs))
+		}},
 }
 
 // installs says the plan has an install step that will run.
@@ -151,6 +197,7 @@ func (r *run) buildWarm(ctx context.Context) {
 	if r.p.disk == nil {
 		return
 	}
+	w.workspace = r.dirs.Workspace
 	if err := r.e.makeWarmImage(ctx, *r.p.disk, w); err != nil {
 		r.e.log.Warn("warm disk not made", logkey.Manager, string(r.tool.manager), logkey.Err, err.Error())
 	}
@@ -183,7 +230,7 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 		return err
 	}
 	defer os.RemoveAll(tree)
-	st, err := newPnpmStore(filepath.Join(tree, warmStoreDir))
+	st, err := warmManagers[w.pm].store(filepath.Join(tree, warmStoreDir), w)
 	if err != nil {
 		return err
 	}
@@ -192,10 +239,11 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 		return err
 	}
 	wrote := time.Since(start)
-	if st.packages == 0 {
+	n, size := st.written()
+	if n == 0 {
 		return nil
 	}
-	meta, err := json.Marshal(warmMeta{Packages: st.packages, TarballBytes: st.tarBytes})
+	meta, err := json.Marshal(warmMeta{Packages: n, TarballBytes: size})
 	if err != nil {
 		return err
 	}
@@ -205,7 +253,7 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 	if err := mkfsWarm(ctx, tools, o.Disk, tree, img); err != nil {
 		return err
 	}
-	e.log.Info("warm disk made", logkey.Manager, string(validation.PNPM), "packages", st.packages, "tarball_bytes", st.tarBytes,
+	e.log.Info("warm disk made", logkey.Manager, string(w.pm), "packages", n, "tarball_bytes", size,
 		"store_ms", wrote.Milliseconds(), "image_ms", (time.Since(start) - wrote).Milliseconds())
 	return evictWarm(o.Warm.Dir, cmp0(o.Warm.MaxBytes, DefaultWarmBytes))
 }
@@ -361,12 +409,12 @@ func copyRangeBuffered(in, out *os.File, off, n int64) error {
 	return err
 }
 
-// seedPnpmStore gives the install step the warm store its disk was made
-// with: owned by the run's uid, renamed into the workspace where pnpm
-// looks for it (never over anything there: a checkout that has
-// node_modules keeps the store out). It returns the packages and tarball bytes the store holds;
-// nothing when the disk is not warm.
-func seedPnpmStore(base, workspace string, uid, gid int) (int, int64, error) {
+// seedWarmStore gives the install step the warm store its disk was made
+// with: owned by the run's uid, renamed to rel in the workspace, where
+// the manager looks for it (never over anything there: a checkout that
+// has node_modules keeps the store out). It returns the packages and
+// tarball bytes the store holds; nothing when the disk is not warm.
+func seedWarmStore(base, workspace, rel string, uid, gid int) (int, int64, error) {
 	src := filepath.Join(base, warmStoreDir)
 	if _, err := os.Lstat(src); err != nil {
 		return 0, 0, nil
@@ -382,13 +430,13 @@ func seedPnpmStore(base, workspace string, uid, gid int) (int, int64, error) {
 		return os.Lchown(p, uid, gid)
 	})
 	dst := workspace
-	for _, d := range strings.Split(filepath.Dir(pnpmSandboxStore), "/") {
+	for _, d := range strings.Split(filepath.Dir(rel), "/") {
 		if dst = filepath.Join(dst, d); err == nil {
 			err = mkdirOwned(dst, 0o755, uid, gid)
 		}
 	}
 	if err == nil {
-		err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(workspace, pnpmSandboxStore), unix.RENAME_NOREPLACE)
+		err = unix.Renameat2(unix.AT_FDCWD, src, unix.AT_FDCWD, filepath.Join(workspace, rel), unix.RENAME_NOREPLACE)
 	}
 	if err != nil {
 		return 0, 0, errors.Join(fmt.Errorf("warm store: %w", err), os.RemoveAll(src))

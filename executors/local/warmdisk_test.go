@@ -36,6 +36,12 @@ const pnpmWarmVersion = "10.14.0"
 // pnpmTool prepares pnpmWarmVersion from the package's registry, as a
 // worker does; it returns the toolchain and the path of its pnpm.
 func pnpmTool(t *testing.T) (*toolchain.Cache, string) {
+	return warmTool(t, validation.PNPM, pnpmWarmVersion)
+}
+
+// warmTool prepares version of pm from the package's registry; it
+// returns the toolchain and the path of its binary.
+func warmTool(t *testing.T, pm validation.PackageManager, version string) (*toolchain.Cache, string) {
 	t.Helper()
 	tools, err := toolchain.New(toolchain.Options{Dir: filepath.Join(t.TempDir(), "toolchains"), Registry: registry(t).URL})
 	if err != nil {
@@ -43,11 +49,31 @@ func pnpmTool(t *testing.T) (*toolchain.Cache, string) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	tl, err := tools.Prepare(ctx, validation.ToolRequest{Manager: validation.PNPM, Version: pnpmWarmVersion})
+	tl, err := tools.Prepare(ctx, validation.ToolRequest{Manager: pm, Version: version})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return tools, filepath.Join(tl.Dir, "bin", "pnpm")
+	return tools, filepath.Join(tl.Dir, "bin", validation.ToolBinary(pm))
+}
+
+// registryTarball is p's tarball from the registry at url (an unscoped
+// name), checked against the lockfile's integrity.
+func registryTarball(t *testing.T, url string, p pnpmPackage) []byte {
+	t.Helper()
+	name, version, _ := strings.Cut(p.id, "@")
+	resp, err := http.Get(fmt.Sprintf("%s/%s/-/%s-%s.tgz", strings.TrimSuffix(url, "/"), name, name, version))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("%s: %v %s", p.id, err, resp.Status)
+	}
+	if sum := sha512.Sum512(b); !bytes.Equal(sum[:], p.sum) {
+		t.Fatalf("%s: the registry's tarball is not the lockfile's", p.id)
+	}
+	return b
 }
 
 // barePnpm runs pnpm bare in dir (its .npmrc names the registry).
@@ -71,33 +97,14 @@ func TestPnpmStoreAsPnpmWritesIt(t *testing.T) {
 	src := registryRepo(t, r.URL, nil)
 	store := t.TempDir()
 	barePnpm(t, pnpm, src, "install", "--store-dir", store)
-	lock, err := os.ReadFile(filepath.Join(src, "pnpm-lock.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pkgs := pnpmLockPackages(lock)
-	if len(pkgs) < 70 {
-		t.Fatalf("%d packages read from the lockfile, want the registry's tree:\n%s", len(pkgs), lock)
-	}
+	pkgs := lockedTree(t, filepath.Join(src, "pnpm-lock.yaml"), pnpmLockPackages)
 	mine := t.TempDir()
 	w, err := newPnpmStore(mine)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, p := range pkgs {
-		name, version, _ := strings.Cut(p.id, "@")
-		resp, err := http.Get(fmt.Sprintf("%s/%s/-/%s-%s.tgz", strings.TrimSuffix(r.URL, "/"), name, name, version))
-		if err != nil {
-			t.Fatal(err)
-		}
-		b, err := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if err != nil || resp.StatusCode != http.StatusOK {
-			t.Fatalf("%s: %v %s", p.id, err, resp.Status)
-		}
-		if sum := sha512.Sum512(b); !bytes.Equal(sum[:], p.sum) {
-			t.Fatalf("%s: the registry's tarball is not the lockfile's", p.id)
-		}
+		b := registryTarball(t, r.URL, p)
 		if err := w.add(bytes.NewReader(b), p.sum, filepath.Join(w.root, pnpmIndexName(p.sum, p.id))); err != nil {
 			t.Fatalf("%s: %v", p.id, err)
 		}
@@ -121,6 +128,21 @@ func TestPnpmStoreAsPnpmWritesIt(t *testing.T) {
 	if differ > 0 {
 		t.Errorf("%d of %d index files differ", differ, len(pkgs))
 	}
+}
+
+// lockedTree are the packages the lockfile at p locks, read by parse:
+// the registry's whole tree.
+func lockedTree(t *testing.T, p string, parse func([]byte) []pnpmPackage) []pnpmPackage {
+	t.Helper()
+	lock, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkgs := parse(lock)
+	if len(pkgs) < 70 {
+		t.Fatalf("%d packages read from %s, want the registry's tree:\n%s", len(pkgs), filepath.Base(p), lock)
+	}
+	return pkgs
 }
 
 // storeNames are the files under dir (relative, sorted).
@@ -188,22 +210,48 @@ func indexWithoutTimes(t *testing.T, p string) string {
 // What a step writes into its store stays in its run: the image is
 // unchanged byte for byte, and a third run finds the package intact.
 func TestInstallWarmDisk(t *testing.T) {
-	r, rule, cache := registryAndCache(t)
-	tools, pnpm := pnpmTool(t)
-	src := registryRepo(t, r.URL, nil)
-	barePnpm(t, pnpm, src, "install", "--lockfile-only")
-	lock, err := os.ReadFile(filepath.Join(src, "pnpm-lock.yaml"))
-	if err != nil {
-		t.Fatal(err)
+	for _, tc := range []struct {
+		pm       validation.PackageManager
+		version  string
+		lockfile string
+		packages func([]byte) []pnpmPackage
+		repo     func(t *testing.T, url string) (*toolchain.Cache, string)
+	}{
+		{validation.PNPM, pnpmWarmVersion, "pnpm-lock.yaml", pnpmLockPackages, func(t *testing.T, url string) (*toolchain.Cache, string) {
+			tools, pnpm := pnpmTool(t)
+			src := registryRepo(t, url, nil)
+			barePnpm(t, pnpm, src, "install", "--lockfile-only")
+			return tools, src
+		}},
+		{validation.Bun, bunWarmVersion, "bun.lock", bunLockPackages, func(t *testing.T, url string) (*toolchain.Cache, string) {
+			tools, bun := warmTool(t, validation.Bun, bunWarmVersion)
+			return tools, bunRepo(t, bun, url)
+		}},
+	} {
+		t.Run(string(tc.pm), func(t *testing.T) {
+			r, rule, cache := registryAndCache(t)
+			tools, src := tc.repo(t, r.URL)
+			lock, err := os.ReadFile(filepath.Join(src, tc.lockfile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			warmTwice(t, tools, rule, cache, src, len(tc.packages(lock)), validation.Plan{PackageManager: tc.pm, Tool: validation.ToolRequest{Manager: tc.pm, Version: tc.version}})
+		})
 	}
-	n := len(pnpmLockPackages(lock))
+}
+
+// warmTwice runs plan's manager's install and a check of what it
+// installed three times from src, and checks the warm disk of its n
+// packages.
+func warmTwice(t *testing.T, tools *toolchain.Cache, rule egress.Rule, cache *egress.Cache, src string, n int, plan validation.Plan) {
+	t.Helper()
 	warm := t.TempDir()
-	plan := validation.Plan{PackageManager: validation.PNPM, Tool: validation.ToolRequest{Manager: validation.PNPM, Version: pnpmWarmVersion}, Steps: []validation.Step{
-		{Name: validation.StepInstall, Argv: validation.InstallArgv(validation.PNPM, true), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
+	plan.Steps = []validation.Step{
+		{Name: validation.StepInstall, Argv: validation.InstallArgv(plan.PackageManager, true), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
 		shStep("check", `node -e "require('express'); console.log('dependency loaded')" &&
-echo "links $(stat -c %h node_modules/.pnpm/express@4.21.2/node_modules/express/package.json)" &&
-f=node_modules/.pnpm/express@4.21.2/node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tampered >> $f`, time.Minute),
-	}}
+echo "links $(stat -L -c %h node_modules/express/package.json)" &&
+f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tampered >> $f`, time.Minute),
+	}
 	run := func(i int) executors.Result {
 		root := workRoot(t)
 		e := newExec(t, Options{WorkRoot: root, Tools: tools, Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}, Warm: WarmOptions{Dir: warm}})
@@ -225,7 +273,7 @@ f=node_modules/.pnpm/express@4.21.2/node_modules/express/index.js && grep -c tam
 	}
 	first := run(0)
 	if out := first.Steps[1].Output.Head; !strings.Contains(out, "links 2\n0\n") {
-		t.Errorf("first run: %q, want each package hard-linked from pnpm's store", out)
+		t.Errorf("first run: %q, want each package hard-linked from the store", out)
 	}
 	if !slices.ContainsFunc(first.Phases, func(p validation.Phase) bool { return p.Name == "warm-disk" }) {
 		t.Errorf("first run's phases %+v: no warm-disk", first.Phases)

@@ -30,7 +30,7 @@ const (
 // tarballs its lockfile names that the worker's verifying cache holds, in
 // the form that manager reads without a request: npm's own cache
 // (seedNpmCache), Yarn classic's offline mirror (seedYarnMirror), pnpm's
-// store when the run's disk is warm (seedPnpmStore). The other managers
+// store and bun's cache when the run's disk is warm (seedWarmStore). The other managers
 // are not seeded: the proxy serves them from the cache. A
 // plan naming no manager is npm's. It returns the tarballs and bytes
 // seeded.
@@ -42,7 +42,9 @@ func seedInstallCache(pm validation.PackageManager, c *egress.Cache, d runDirs, 
 	case validation.Yarn:
 		return seedYarnMirror(c, workspace, home, uid, gid, maxBytes)
 	case validation.PNPM:
-		return seedPnpmStore(d.Base, workspace, uid, gid)
+		return seedWarmStore(d.Base, workspace, pnpmSandboxStore, uid, gid)
+	case validation.Bun:
+		return seedWarmStore(d.Base, workspace, bunSandboxCache, uid, gid)
 	}
 	return 0, 0, nil
 }
