@@ -413,7 +413,7 @@ func (o Options) validate() error {
 		errs = append(errs, errors.New("Limits must not be negative"))
 	}
 	if o.Warm.MaxBytes < 0 || (o.Warm.Dir != "" && !filepath.IsAbs(o.Warm.Dir)) {
-		errs = append(errs, fmt.Errorf("Warm: Dir %q must be absolute and MaxBytes not negative", o.Warm.Dir))
+		errs = append(errs, fmt.Errorf("warm disks: Warm.Dir %q must be absolute and Warm.MaxBytes not negative", o.Warm.Dir))
 	}
 	if o.KillGrace < 0 || o.StepTimeout < 0 {
 		errs = append(errs, errors.New("KillGrace and StepTimeout must not be negative"))
