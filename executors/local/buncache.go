@@ -37,11 +37,11 @@ var bunLockEntry = regexp.MustCompile(`^    "[^"]+": \["((?:@[a-z0-9][a-z0-9._~-
 
 // bunLockPackages are the registry packages a bun.lock (lockfileVersion
 // 1) locks with an sha512 integrity; any other file gives none.
-func bunLockPackages(lock []byte) []pnpmPackage {
+func bunLockPackages(lock []byte) []lockedPackage {
 	if !bytes.Contains(lock[:min(len(lock), 256)], []byte(`"lockfileVersion": 1,`)) {
 		return nil
 	}
-	var pkgs []pnpmPackage
+	var pkgs []lockedPackage
 	seen := map[string]bool{}
 	sc := bufio.NewScanner(bytes.NewReader(lock))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -55,7 +55,7 @@ func bunLockPackages(lock []byte) []pnpmPackage {
 			continue
 		}
 		seen[m[1]] = true
-		pkgs = append(pkgs, pnpmPackage{id: m[1], sum: sum})
+		pkgs = append(pkgs, lockedPackage{id: m[1], sum: sum})
 	}
 	return pkgs
 }
@@ -90,7 +90,7 @@ func newBunCache(root, suffix string) (*bunCacheWriter, error) {
 // taken from what the sandbox wrote (a name, checked against the forms
 // bun writes: a wrong one only makes bun fetch again); "" when none is
 // found.
-func bunRegistrySuffix(cache string, pkgs []pnpmPackage) string {
+func bunRegistrySuffix(cache string, pkgs []lockedPackage) string {
 	for _, p := range pkgs[:min(len(pkgs), 8)] {
 		dir, base := cache, p.id
 		if scope, rest, ok := strings.Cut(p.id, "/"); ok {
@@ -115,9 +115,9 @@ func bunRegistrySuffix(cache string, pkgs []pnpmPackage) string {
 var bunSuffixForm = regexp.MustCompile(`^(@@[a-z0-9.-]{1,32}|@@[a-z0-9.-]{1,12}__[0-9a-f]{1,16})?$`)
 
 // addFromCache adds the packages the cache holds, as pnpmStoreWriter's.
-func (w *bunCacheWriter) addFromCache(c *egress.Cache, pkgs []pnpmPackage) error {
-	dir := func(p pnpmPackage) string { return filepath.Join(w.root, p.id+w.suffix+bunCacheSuffix) }
-	n, size, err := addTarballs(c, pkgs, dir, func(p pnpmPackage, r io.Reader) error { return w.add(r, dir(p)) })
+func (w *bunCacheWriter) addFromCache(c *egress.Cache, pkgs []lockedPackage) error {
+	dir := func(p lockedPackage) string { return filepath.Join(w.root, p.id+w.suffix+bunCacheSuffix) }
+	n, size, err := addTarballs(c, pkgs, dir, func(p lockedPackage, r io.Reader) error { return w.add(r, dir(p)) })
 	w.packages, w.tarBytes = w.packages+n, w.tarBytes+size
 	return err
 }

@@ -48,8 +48,9 @@ const (
 	MaxWarmStoreFiles = 400_000
 )
 
-// pnpmPackage is one package a pnpm lockfile locks from a registry.
-type pnpmPackage struct {
+// lockedPackage is one package a lockfile (pnpm's, bun's) locks from a
+// registry.
+type lockedPackage struct {
 	// id is the lockfile's key: name@version.
 	id string
 	// sum is the sha512 of its tarball (the lockfile's integrity).
@@ -62,8 +63,8 @@ type pnpmPackage struct {
 // commit or a directory is left to pnpm). Any other format gives none.
 // The file is read line by line, as pnpm writes it; what does not parse
 // is skipped.
-func pnpmLockPackages(lock []byte) []pnpmPackage {
-	var pkgs []pnpmPackage
+func pnpmLockPackages(lock []byte) []lockedPackage {
+	var pkgs []lockedPackage
 	in, version, id := false, "", ""
 	sc := bufio.NewScanner(bytes.NewReader(lock))
 	sc.Buffer(make([]byte, 0, 64<<10), 1<<20)
@@ -84,7 +85,7 @@ func pnpmLockPackages(lock []byte) []pnpmPackage {
 			}
 		case id != "" && strings.HasPrefix(line, "    resolution: {"):
 			if sum := pnpmResolutionSum(line); sum != nil {
-				pkgs = append(pkgs, pnpmPackage{id: id, sum: sum})
+				pkgs = append(pkgs, lockedPackage{id: id, sum: sum})
 			}
 			id = ""
 		}
@@ -207,9 +208,9 @@ func newPnpmStore(root string) (*pnpmStoreWriter, error) {
 // addFromCache adds the packages the cache holds; a package the cache
 // lacks, or whose tarball pnpm could not read either, is left out (pnpm
 // fetches it). It stops at the budget.
-func (w *pnpmStoreWriter) addFromCache(c *egress.Cache, pkgs []pnpmPackage) error {
-	idx := func(p pnpmPackage) string { return filepath.Join(w.root, pnpmIndexName(p.sum, p.id)) }
-	n, size, err := addTarballs(c, pkgs, idx, func(p pnpmPackage, r io.Reader) error { return w.add(r, p.sum, idx(p)) })
+func (w *pnpmStoreWriter) addFromCache(c *egress.Cache, pkgs []lockedPackage) error {
+	idx := func(p lockedPackage) string { return filepath.Join(w.root, pnpmIndexName(p.sum, p.id)) }
+	n, size, err := addTarballs(c, pkgs, idx, func(p lockedPackage, r io.Reader) error { return w.add(r, p.sum, idx(p)) })
 	w.packages, w.tarBytes = w.packages+n, w.tarBytes+size
 	return err
 }
@@ -219,7 +220,7 @@ func (w *pnpmStoreWriter) addFromCache(c *egress.Cache, pkgs []pnpmPackage) erro
 // add finds pnpm or bun would not unpack either (badTarballError) is left
 // out, what it made of it removed; at the budget (errWarmFull) it stops.
 // It returns the packages added and their tarballs' bytes.
-func addTarballs(c *egress.Cache, pkgs []pnpmPackage, made func(pnpmPackage) string, add func(pnpmPackage, io.Reader) error) (int, int64, error) {
+func addTarballs(c *egress.Cache, pkgs []lockedPackage, made func(lockedPackage) string, add func(lockedPackage, io.Reader) error) (int, int64, error) {
 	var n int
 	var total int64
 	for _, p := range pkgs {

@@ -102,7 +102,7 @@ type warmPlan struct {
 	// none to make.
 	key string
 	// pkgs are the lockfile's packages, to make the image from.
-	pkgs []pnpmPackage
+	pkgs []lockedPackage
 	// workspace is the run's, once its install passed: what the
 	// manager made there tells how it names its store's entries.
 	workspace string
@@ -114,7 +114,8 @@ type warmDisks struct {
 }
 
 // warmFor is the warm disk of a run: the lockfile of the checkout at dir
-// (pnpm 10's, format 9.0) keyed with the disk's ceiling, and its image
+// (warmManagers: pnpm 10's pnpm-lock.yaml 9.0, bun 1's bun.lock) keyed
+// with the manager, its store's layout and the disk's ceiling, and its image
 // when one is kept. It is empty when the run installs nothing warm disks
 // serve.
 func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) warmPlan {
@@ -154,7 +155,7 @@ type warmManager struct {
 	version, layout string
 	// lockfile is the lockfile read, packages what it locks.
 	lockfile string
-	packages func(lock []byte) []pnpmPackage
+	packages func(lock []byte) []lockedPackage
 	// store makes an empty store at a directory, for a run's plan.
 	store func(root string, w warmPlan) (warmWriter, error)
 	// sandbox is where the store goes in the workspace (the manager's
@@ -164,7 +165,7 @@ type warmManager struct {
 
 // warmWriter writes a store from the verifying cache.
 type warmWriter interface {
-	addFromCache(c *egress.Cache, pkgs []pnpmPackage) error
+	addFromCache(c *egress.Cache, pkgs []lockedPackage) error
 	// written are the packages written and their tarballs' bytes.
 	written() (int, int64)
 }

@@ -58,7 +58,7 @@ func warmTool(t *testing.T, pm validation.PackageManager, version string) (*tool
 
 // registryTarball is p's tarball from the registry at url (an unscoped
 // name), checked against the lockfile's integrity.
-func registryTarball(t *testing.T, url string, p pnpmPackage) []byte {
+func registryTarball(t *testing.T, url string, p lockedPackage) []byte {
 	t.Helper()
 	name, version, _ := strings.Cut(p.id, "@")
 	resp, err := http.Get(fmt.Sprintf("%s/%s/-/%s-%s.tgz", strings.TrimSuffix(url, "/"), name, name, version))
@@ -132,7 +132,7 @@ func TestPnpmStoreAsPnpmWritesIt(t *testing.T) {
 
 // lockedTree are the packages the lockfile at p locks, read by parse:
 // the registry's whole tree.
-func lockedTree(t *testing.T, p string, parse func([]byte) []pnpmPackage) []pnpmPackage {
+func lockedTree(t *testing.T, p string, parse func([]byte) []lockedPackage) []lockedPackage {
 	t.Helper()
 	lock, err := os.ReadFile(p)
 	if err != nil {
@@ -214,7 +214,7 @@ func TestInstallWarmDisk(t *testing.T) {
 		pm       validation.PackageManager
 		version  string
 		lockfile string
-		packages func([]byte) []pnpmPackage
+		packages func([]byte) []lockedPackage
 		repo     func(t *testing.T, url string) (*toolchain.Cache, string)
 	}{
 		{validation.PNPM, pnpmWarmVersion, "pnpm-lock.yaml", pnpmLockPackages, func(t *testing.T, url string) (*toolchain.Cache, string) {

@@ -41,10 +41,8 @@ func seedInstallCache(pm validation.PackageManager, c *egress.Cache, d runDirs, 
 		return seedNpmCache(c, workspace, home, uid, gid, maxBytes)
 	case validation.Yarn:
 		return seedYarnMirror(c, workspace, home, uid, gid, maxBytes)
-	case validation.PNPM:
-		return seedWarmStore(d.Base, workspace, pnpmSandboxStore, uid, gid)
-	case validation.Bun:
-		return seedWarmStore(d.Base, workspace, bunSandboxCache, uid, gid)
+	case validation.PNPM, validation.Bun:
+		return seedWarmStore(d.Base, workspace, warmManagers[pm].sandbox, uid, gid)
 	}
 	return 0, 0, nil
 }
