@@ -170,21 +170,13 @@ func writeEntry(dir, name string, body io.Reader, exec bool) error {
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		return &badTarballError{err}
 	}
-	mode := os.FileMode(0o644)
-	if exec {
-		mode = 0o755
-	}
 	os.Remove(p) // a later entry of the same path wins
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	err := createOwned(p, storeFileMode(exec), -1, -1, "write", func(f *os.File) error {
+		_, err := io.Copy(f, body)
+		return err
+	})
 	if err != nil {
 		return &badTarballError{err}
 	}
-	_, err = io.Copy(f, body)
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return &badTarballError{err}
-	}
-	return os.Chmod(p, mode)
+	return nil
 }

@@ -71,6 +71,22 @@ func newExec(t *testing.T, opts Options) *Executor {
 	return e
 }
 
+// newToolExec is newExec for an Executor that prepares package managers:
+// their mirror, kept in the work root for later runs, goes with the test.
+func newToolExec(t *testing.T, opts Options) *Executor {
+	t.Helper()
+	if opts.WorkRoot == "" {
+		opts.WorkRoot = workRoot(t)
+	}
+	e := newExec(t, opts)
+	t.Cleanup(func() {
+		if err := os.RemoveAll(filepath.Join(opts.WorkRoot, toolsDirName)); err != nil {
+			t.Error(err)
+		}
+	})
+	return e
+}
+
 // repo writes files into a fresh checkout directory.
 func repo(t testing.TB, files map[string]string) string {
 	t.Helper()

@@ -312,15 +312,12 @@ func TestNoHostPathInside(t *testing.T) {
 				plan.Tool = validation.ToolRequest{Manager: validation.PNPM, Version: "9.1.0"}
 				trace += "\npnpm"
 			}
-			e := newExec(t, opts)
+			// A package manager's mirror is kept for later runs.
+			newE := newExec
 			if tc.pnpm {
-				// A package manager's mirror is kept for later runs.
-				t.Cleanup(func() {
-					if err := os.RemoveAll(filepath.Join(opts.WorkRoot, toolsDirName)); err != nil {
-						t.Error(err)
-					}
-				})
+				newE = newToolExec
 			}
+			e := newE(t, opts)
 			plan.Steps = []validation.Step{
 				{Name: validation.StepInstall, Argv: []string{"/bin/sh", "-c", trace}, Network: validation.NetworkRegistry, Timeout: time.Minute},
 				shStep(validation.StepTest, trace+"\ncd /no-such-dir\nexec /no-such-command", time.Minute),

@@ -236,14 +236,7 @@ func TestInstallThroughTerminatingProxyPM(t *testing.T) {
 			opts.Cache = cache
 			var recs []*validation.Egress
 			for i := range 2 {
-				root := workRoot(t)
-				e := newExec(t, Options{WorkRoot: root, Egress: opts, Tools: tools})
-				// A package manager's mirror is kept for later runs.
-				t.Cleanup(func() {
-					if err := os.RemoveAll(filepath.Join(root, toolsDirName)); err != nil {
-						t.Error(err)
-					}
-				})
+				e := newToolExec(t, Options{Egress: opts, Tools: tools})
 				plan := validation.Plan{PackageManager: validation.NPM, Steps: []validation.Step{
 					{Name: validation.StepInstall, Argv: validation.InstallArgv(tc.pm, false), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
 					{Name: validation.StepTest, Argv: validation.RunArgv(tc.pm, "test"), Network: validation.NetworkNone, Timeout: time.Minute},

@@ -331,7 +331,7 @@ func (w *pnpmStoreWriter) add(r io.Reader, sum []byte, idx string) error {
 	if err != nil {
 		return err
 	}
-	return writeNewFile(idx, b, 0o644)
+	return writeNew(idx, b, 0o644, -1, -1)
 }
 
 // pnpmEntryName is the path pnpm's tarball parser gives a tar entry's
@@ -415,9 +415,9 @@ func (w *pnpmStoreWriter) writeFile(body io.Reader, exec bool) ([]byte, int64, e
 	sum := h.Sum(nil)
 	x := hex.EncodeToString(sum)
 	dst := filepath.Join(w.root, "files", x[:2], x[2:])
-	mode := os.FileMode(0o644)
+	mode := storeFileMode(exec)
 	if exec {
-		dst, mode = dst+"-exec", 0o755
+		dst += "-exec"
 	}
 	if _, err := os.Lstat(dst); err == nil {
 		return sum, n, nil
@@ -428,12 +428,11 @@ func (w *pnpmStoreWriter) writeFile(body io.Reader, exec bool) ([]byte, int64, e
 	return sum, n, os.Rename(tmp.Name(), dst)
 }
 
-// writeNewFile writes b to the new file p with mode perm.
-func writeNewFile(p string, b []byte, perm os.FileMode) error {
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, perm)
-	if err != nil {
-		return err
+// storeFileMode is the mode of a file a warm store holds: 0755 when the
+// tarball made it executable, else 0644.
+func storeFileMode(exec bool) os.FileMode {
+	if exec {
+		return 0o755
 	}
-	_, err = f.Write(b)
-	return errors.Join(err, f.Close())
+	return 0o644
 }

@@ -1,6 +1,7 @@
 package local
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -248,7 +249,7 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 	if err != nil {
 		return err
 	}
-	if err := writeNewFile(filepath.Join(tree, warmMetaName), meta, 0o600); err != nil {
+	if err := writeNew(filepath.Join(tree, warmMetaName), meta, 0o600, -1, -1); err != nil {
 		return err
 	}
 	if err := mkfsWarm(ctx, tools, o.Disk, tree, img); err != nil {
@@ -256,15 +257,7 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 	}
 	e.log.Info("warm disk made", logkey.Manager, string(w.pm), "packages", n, "tarball_bytes", size,
 		"store_ms", wrote.Milliseconds(), "image_ms", (time.Since(start) - wrote).Milliseconds())
-	return evictWarm(o.Warm.Dir, cmp0(o.Warm.MaxBytes, DefaultWarmBytes))
-}
-
-// cmp0 is v, or def when v is zero.
-func cmp0(v, def int64) int64 {
-	if v == 0 {
-		return def
-	}
-	return v
+	return evictWarm(o.Warm.Dir, cmp.Or(o.Warm.MaxBytes, DefaultWarmBytes))
 }
 
 // mkfsWarm makes img, an image of the run disk's size and inodes, filled

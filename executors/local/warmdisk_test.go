@@ -253,13 +253,7 @@ echo "links $(stat -L -c %h node_modules/express/package.json)" &&
 f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tampered >> $f`, time.Minute),
 	}
 	run := func(i int) executors.Result {
-		root := workRoot(t)
-		e := newExec(t, Options{WorkRoot: root, Tools: tools, Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}, Warm: WarmOptions{Dir: warm}})
-		t.Cleanup(func() {
-			if err := os.RemoveAll(filepath.Join(root, toolsDirName)); err != nil {
-				t.Error(err)
-			}
-		})
+		e := newToolExec(t, Options{Tools: tools, Egress: EgressOptions{AllowHosts: []egress.Rule{rule}, Cache: cache}, Warm: WarmOptions{Dir: warm}})
 		res, err := e.Run(t.Context(), executors.Request{Dir: copyRepo(t, src), Plan: plan})
 		if err != nil {
 			t.Fatalf("run %d: %v", i, err)
