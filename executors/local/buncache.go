@@ -126,6 +126,25 @@ func (w *bunCacheWriter) addFromCache(c *egress.Cache, pkgs []lockedPackage) err
 // its regular files only, the first path segment dropped, a later entry
 // of the same path winning.
 func (w *bunCacheWriter) add(r io.Reader, dir string) error {
+	return unpackEntries(r, dir, func(h *tar.Header, body io.Reader) error {
+		if h.Typeflag != tar.TypeReg {
+			return nil
+		}
+		name, ok := pnpmEntryName(h.Name)
+		if !ok {
+			return nil
+		}
+		if err := w.take(h.Size); err != nil {
+			return err
+		}
+		return writeEntry(dir, name, body, storeFileMode(h.Mode&0o111 != 0))
+	})
+}
+
+// unpackEntries makes the directory dir and hands each entry of the
+// tarball r (gzip or not) to each, in order; a tarball that does not read
+// is one the manager would not unpack either.
+func unpackEntries(r io.Reader, dir string, each func(h *tar.Header, body io.Reader) error) error {
 	tr, done, err := tarballEntries(r)
 	if err != nil {
 		return err
@@ -142,27 +161,17 @@ func (w *bunCacheWriter) add(r io.Reader, dir string) error {
 		if err != nil {
 			return &badTarballError{err}
 		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		name, ok := pnpmEntryName(h.Name)
-		if !ok {
-			continue
-		}
-		if err := w.take(h.Size); err != nil {
-			return err
-		}
-		if err := writeEntry(dir, name, tr, h.Mode&0o111 != 0); err != nil {
+		if err := each(h, tr); err != nil {
 			return err
 		}
 	}
 }
 
-// writeEntry writes body as the file name (a plain relative path) under
+// writeEntry writes body as the file name (a plain relative path, mode perm) under
 // dir, making the directories above it; a name that is, or runs through,
 // something else already there makes the tarball one bun would not unpack
 // either.
-func writeEntry(dir, name string, body io.Reader, exec bool) error {
+func writeEntry(dir, name string, body io.Reader, perm os.FileMode) error {
 	p := filepath.Join(dir, filepath.FromSlash(name))
 	if !strings.HasPrefix(p, dir+string(filepath.Separator)) {
 		return &badTarballError{fmt.Errorf("entry %q", name)}
@@ -171,7 +180,7 @@ func writeEntry(dir, name string, body io.Reader, exec bool) error {
 		return &badTarballError{err}
 	}
 	os.Remove(p) // a later entry of the same path wins
-	err := createOwned(p, storeFileMode(exec), -1, -1, "write", func(f *os.File) error {
+	err := createOwned(p, perm, -1, -1, "write", func(f *os.File) error {
 		_, err := io.Copy(f, body)
 		return err
 	})

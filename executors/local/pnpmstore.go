@@ -48,13 +48,17 @@ const (
 	MaxWarmStoreFiles = 400_000
 )
 
-// lockedPackage is one package a lockfile (pnpm's, bun's) locks from a
+// lockedPackage is one package a lockfile (pnpm's, bun's, Yarn's) locks from a
 // registry.
 type lockedPackage struct {
-	// id is the lockfile's key: name@version.
+	// id is the lockfile's key, name@version (Yarn's: its cache
+	// directory, yarnSlug).
 	id string
 	// sum is the sha512 of its tarball (the lockfile's integrity).
 	sum []byte
+	// yarn is what Yarn classic's cache records of it (its lockfile's
+	// packages only).
+	yarn *yarnLocked
 }
 
 // pnpmLockPackages are the registry packages of a pnpm-lock.yaml of

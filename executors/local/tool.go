@@ -70,9 +70,10 @@ func (m toolMount) close() {
 
 // env is what the package manager needs in its steps' environment: pnpm
 // never replaces itself with the version packageManager names (gilf has
-// provided exactly that one; a download would need the network), pnpm and
-// bun keep their store on the workspace's mount (pnpmSandboxStore,
-// bunSandboxCache: they hard-link from it), and
+// provided exactly that one; a download would need the network), pnpm,
+// bun and Yarn classic keep their store on the workspace's mount
+// (pnpmSandboxStore, bunSandboxCache: they hard-link from it;
+// yarnSandboxCache, where a warm disk puts it), and
 // Yarn gets the CA setting its version reads (Yarn 2+ refuses to run
 // with a setting it does not know, Yarn classic's cafile among them).
 func (m toolMount) env(ca bool) map[string]string {
@@ -82,6 +83,7 @@ func (m toolMount) env(ca bool) map[string]string {
 		env["npm_config_manage_package_manager_versions"] = "false"
 		env["npm_config_store_dir"] = SandboxWorkspace + "/" + pnpmSandboxStore
 	case validation.Yarn:
+		env["YARN_CACHE_FOLDER"] = SandboxWorkspace + "/" + yarnSandboxCache
 		if ca {
 			env["YARN_CAFILE"] = SandboxCAFile
 		}

@@ -26,23 +26,24 @@ import (
 
 // A warm disk: the run's own file system (disk.go) made from an image that
 // already holds the package manager's store for the lockfile the run
-// installs (pnpm 10's store, bun 1's cache: warmManagers), so that a
-// second run of a lockfile links its packages from a filled store, as a
-// bare pnpm or bun does from its warm one, instead of unpacking every
-// tarball into an empty store again.
+// installs (pnpm 10's store, bun 1's cache, Yarn classic's cache:
+// warmManagers), so that a second run of a lockfile links or copies its
+// packages from a filled store, as the bare manager does from its warm
+// one, instead of unpacking every tarball into an empty store again.
 //
 // The store is written by gilf alone, never by a sandbox: after an install
 // step that passed, gilf unpacks the tarballs the lockfile names from the
 // verifying cache (each checked, when it came in, against the integrity
 // its registry publishes) into the manager's layout (pnpmstore.go,
-// buncache.go) and makes an image of it (mkfs.ext4 -d), one per
+// buncache.go, yarncache.go) and makes an image of it (mkfs.ext4 -d), one per
 // lockfile. A later run of the same lockfile copies the image as its disk
 // (copy_file_range over its data, holes kept) instead of formatting an
 // empty one; the store is the run's own copy, so whatever a step does to
 // it (pnpm links from it, and a linked file is the store's file) dies
 // with the run. It is outside the workspace until the install step starts
 // (the git work tree never adds it), then renamed to where the manager
-// keeps its store in the sandbox (pnpmSandboxStore, bunSandboxCache).
+// keeps its store in the sandbox (pnpmSandboxStore, bunSandboxCache,
+// yarnSandboxCache).
 //
 // Measured (BenchmarkInstallCacheRealRepo, pnpm 10.33.0 on unjs/defu, 500
 // packages: second run 3.1x a bare warm install before, 0.6-0.9x after;
@@ -179,6 +180,8 @@ var warmManagers = map[validation.PackageManager]warmManager{
 		store: func(root string, w warmPlan) (warmWriter, error) {
 			return newBunCache(root, bunRegistrySuffix(filepath.Join(w.workspace, bunSandboxCache), w.pkgs))
 		}},
+	validation.Yarn: {version: "1.", layout: "yarn-cache-" + yarnCacheVersion, lockfile: "yarn.lock", packages: yarnLockPackages, sandbox: yarnSandboxCache,
+		store: func(root string, _ warmPlan) (warmWriter, error) { return newYarnCache(root) }},
 }
 
 // installs says the plan has an install step that will run.

@@ -148,20 +148,12 @@ func lockedTree(t *testing.T, p string, parse func([]byte) []lockedPackage) []lo
 // storeNames are the files under dir (relative, sorted).
 func storeNames(t *testing.T, dir string) []string {
 	t.Helper()
-	var names []string
-	err := filepath.WalkDir(dir, func(p string, de os.DirEntry, err error) error {
-		if err != nil || de.IsDir() {
-			return err
+	return listTree(t, dir, func(_, rel string, de os.DirEntry) (string, error) {
+		if de.IsDir() {
+			return "", nil
 		}
-		rel, err := filepath.Rel(dir, p)
-		names = append(names, rel)
-		return err
+		return rel, nil
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(names)
-	return names
 }
 
 // firstDiff lists a few names in one list and not the other.
@@ -215,17 +207,26 @@ func TestInstallWarmDisk(t *testing.T) {
 		version  string
 		lockfile string
 		packages func([]byte) []lockedPackage
-		repo     func(t *testing.T, url string) (*toolchain.Cache, string)
+		// links are a package file's links: pnpm and bun hard-link
+		// from their store, Yarn copies.
+		links int
+		repo  func(t *testing.T, url string) (*toolchain.Cache, string)
 	}{
-		{validation.PNPM, pnpmWarmVersion, "pnpm-lock.yaml", pnpmLockPackages, func(t *testing.T, url string) (*toolchain.Cache, string) {
+		{validation.PNPM, pnpmWarmVersion, "pnpm-lock.yaml", pnpmLockPackages, 2, func(t *testing.T, url string) (*toolchain.Cache, string) {
 			tools, pnpm := pnpmTool(t)
 			src := registryRepo(t, url, nil)
 			barePnpm(t, pnpm, src, "install", "--lockfile-only")
 			return tools, src
 		}},
-		{validation.Bun, bunWarmVersion, "bun.lock", bunLockPackages, func(t *testing.T, url string) (*toolchain.Cache, string) {
+		{validation.Bun, bunWarmVersion, "bun.lock", bunLockPackages, 2, func(t *testing.T, url string) (*toolchain.Cache, string) {
 			tools, bun := warmTool(t, validation.Bun, bunWarmVersion)
 			return tools, bunRepo(t, bun, url)
+		}},
+		{validation.Yarn, yarnWarmVersion, validation.LockfileYarn, yarnLockPackages, 1, func(t *testing.T, url string) (*toolchain.Cache, string) {
+			tools, _ := warmTool(t, validation.Yarn, yarnWarmVersion)
+			src := registryRepo(t, url, nil)
+			yarnLockfile(t, src)
+			return tools, src
 		}},
 	} {
 		t.Run(string(tc.pm), func(t *testing.T) {
@@ -235,15 +236,15 @@ func TestInstallWarmDisk(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			warmTwice(t, tools, rule, cache, src, len(tc.packages(lock)), validation.Plan{PackageManager: tc.pm, Tool: validation.ToolRequest{Manager: tc.pm, Version: tc.version}})
+			warmTwice(t, tools, rule, cache, src, len(tc.packages(lock)), tc.links, validation.Plan{PackageManager: tc.pm, Tool: validation.ToolRequest{Manager: tc.pm, Version: tc.version}})
 		})
 	}
 }
 
 // warmTwice runs plan's manager's install and a check of what it
 // installed three times from src, and checks the warm disk of its n
-// packages.
-func warmTwice(t *testing.T, tools *toolchain.Cache, rule egress.Rule, cache *egress.Cache, src string, n int, plan validation.Plan) {
+// packages, whose files the manager installs with links links.
+func warmTwice(t *testing.T, tools *toolchain.Cache, rule egress.Rule, cache *egress.Cache, src string, n, links int, plan validation.Plan) {
 	t.Helper()
 	warm := t.TempDir()
 	plan.Steps = []validation.Step{
@@ -265,9 +266,10 @@ f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tam
 		}
 		return res
 	}
+	want := fmt.Sprintf("links %d\n0\n", links)
 	first := run(0)
-	if out := first.Steps[1].Output.Head; !strings.Contains(out, "links 2\n0\n") {
-		t.Errorf("first run: %q, want each package hard-linked from the store", out)
+	if out := first.Steps[1].Output.Head; !strings.Contains(out, want) {
+		t.Errorf("first run: %q, want %q", out, want)
 	}
 	if !slices.ContainsFunc(first.Phases, func(p validation.Phase) bool { return p.Name == "warm-disk" }) {
 		t.Errorf("first run's phases %+v: no warm-disk", first.Phases)
@@ -289,8 +291,8 @@ f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tam
 			t.Errorf("run %d: cache record %+v, want the %d packages of the store", i, c, n)
 		}
 		out := res.Steps[1].Output.Head
-		if !strings.Contains(out, "links 2\n0\n") {
-			t.Errorf("run %d: %q, want the package hard-linked from the store, untampered", i, out)
+		if !strings.Contains(out, want) {
+			t.Errorf("run %d: %q, want %q: the package from the store, untampered", i, out, want)
 		}
 	}
 	if after := fileSHA256(t, imgs[0]); after != before {

@@ -29,8 +29,9 @@ const (
 // seedInstallCache seeds the install step's package manager with the
 // tarballs its lockfile names that the worker's verifying cache holds, in
 // the form that manager reads without a request: npm's own cache
-// (seedNpmCache), Yarn classic's offline mirror (seedYarnMirror), pnpm's
-// store and bun's cache when the run's disk is warm (seedWarmStore). The other managers
+// (seedNpmCache), pnpm's store, bun's cache and Yarn classic's cache when
+// the run's disk is warm (seedWarmStore), else Yarn classic's offline
+// mirror (seedYarnMirror). The other managers
 // are not seeded: the proxy serves them from the cache. A
 // plan naming no manager is npm's. It returns the tarballs and bytes
 // seeded.
@@ -40,6 +41,9 @@ func seedInstallCache(pm validation.PackageManager, c *egress.Cache, d runDirs, 
 	case validation.NPM, "":
 		return seedNpmCache(c, workspace, home, uid, gid, maxBytes)
 	case validation.Yarn:
+		if n, size, err := seedWarmStore(d.Base, workspace, warmManagers[pm].sandbox, uid, gid); n > 0 || err != nil {
+			return n, size, err
+		}
 		return seedYarnMirror(c, workspace, home, uid, gid, maxBytes)
 	case validation.PNPM, validation.Bun:
 		return seedWarmStore(d.Base, workspace, warmManagers[pm].sandbox, uid, gid)
@@ -137,50 +141,100 @@ type yarnTarball struct {
 // out: Yarn fetches it as before.
 func yarnLockTarballs(lock []byte) []yarnTarball {
 	var all []yarnTarball
-	seen := map[string][]byte{}
-	var resolved, integrity string
-	flush := func() {
-		file := yarnMirrorName(resolved)
-		m := sriSHA512.FindString(integrity)
-		resolved, integrity = "", ""
-		if file == "" || m == "" {
-			return
+	for _, e := range yarnLockEntries(lock) {
+		if file, sum := yarnMirrorName(e.resolved), e.sha512(); file != "" && sum != nil {
+			all = append(all, yarnTarball{sum: sum, file: file})
 		}
-		sum, err := base64.StdEncoding.DecodeString(m[len("sha512-"):])
-		if err != nil {
-			return
-		}
-		if prev, ok := seen[file]; ok {
+	}
+	return oneDigest(all, func(tb yarnTarball) (string, []byte) { return tb.file, tb.sum })
+}
+
+// oneDigest keeps the first of items of each key, in order, and none of
+// a key that two items give different digests.
+func oneDigest[T any](items []T, key func(T) (string, []byte)) []T {
+	sums := map[string][]byte{}
+	var firsts []T
+	for _, it := range items {
+		k, sum := key(it)
+		if prev, ok := sums[k]; ok {
 			if !bytes.Equal(prev, sum) {
-				seen[file] = nil // two digests: neither is seeded
+				sums[k] = nil
 			}
-			return
+			continue
 		}
-		seen[file] = sum
-		all = append(all, yarnTarball{sum: sum, file: file})
+		sums[k] = sum
+		firsts = append(firsts, it)
+	}
+	out := firsts[:0]
+	for _, it := range firsts {
+		if k, _ := key(it); sums[k] != nil {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// yarnLockEntry is one entry of a Yarn classic (v1) lockfile: its key
+// (the patterns it resolves, as written) and the fields gilf reads.
+type yarnLockEntry struct {
+	key, version, resolved, integrity string
+	// other says the entry has a field that changes where Yarn caches
+	// the package (uid, registry, name).
+	other bool
+}
+
+// sha512 is the digest of the entry's integrity when it names one
+// (nil when it does not).
+func (e yarnLockEntry) sha512() []byte {
+	m := sriSHA512.FindString(e.integrity)
+	if m == "" {
+		return nil
+	}
+	sum, err := base64.StdEncoding.DecodeString(m[len("sha512-"):])
+	if err != nil {
+		return nil
+	}
+	return sum
+}
+
+// yarnLockEntries are the entries of a Yarn classic lockfile, read line
+// by line as Yarn writes it: a key line at the margin, its fields
+// indented by two spaces.
+func yarnLockEntries(lock []byte) []yarnLockEntry {
+	var all []yarnLockEntry
+	var e yarnLockEntry
+	flush := func() {
+		if e.key != "" {
+			all = append(all, e)
+		}
+		e = yarnLockEntry{}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(lock))
 	sc.Buffer(nil, MaxSeedLockfileBytes)
 	for sc.Scan() {
 		line := sc.Text()
+		field, value, _ := strings.Cut(strings.TrimPrefix(line, "  "), " ")
+		value = strings.Trim(value, `"`)
 		switch {
-		case line == "" || !strings.HasPrefix(line, " "):
-			// A new entry (or the end of one).
+		case line == "" || strings.HasPrefix(line, "#"):
 			flush()
-		case strings.HasPrefix(line, "  resolved "):
-			resolved = strings.Trim(strings.TrimPrefix(line, "  resolved "), `"`)
-		case strings.HasPrefix(line, "  integrity "):
-			integrity = strings.TrimPrefix(line, "  integrity ")
+		case !strings.HasPrefix(line, " "):
+			flush()
+			e.key = line
+		case strings.HasPrefix(line, "   "):
+			// A dependency list's line.
+		case field == "version":
+			e.version = value
+		case field == "resolved":
+			e.resolved = value
+		case field == "integrity":
+			e.integrity = value
+		case field == "uid" || field == "registry" || field == "name":
+			e.other = true
 		}
 	}
 	flush()
-	out := all[:0]
-	for _, tb := range all {
-		if seen[tb.file] != nil {
-			out = append(out, tb)
-		}
-	}
-	return out
+	return all
 }
 
 // yarnTarballPath is Yarn classic's pattern of a registry tarball's URL
