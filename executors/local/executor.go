@@ -239,7 +239,8 @@ func (r *run) prepare(ctx context.Context) error {
 func (r *run) takeWorkspace(ctx context.Context) error {
 	// An exhausted pool is an infrastructure error: the job is retried
 	// once a run ends.
-	tn, err := r.e.uids.take()
+	r.warm = r.e.warmFor(r.req.Plan, r.tool, r.req.Dir)
+	tn, err := r.e.uids.take(r.warm.owner)
 	var ref *validation.Refusal
 	if errors.As(err, &ref) {
 		return ref
@@ -249,7 +250,6 @@ func (r *run) takeWorkspace(ctx context.Context) error {
 	}
 	r.tn = tn
 	opts := r.e.opts
-	r.warm = r.e.warmFor(r.req.Plan, r.tool, r.req.Dir)
 	dirs, skipped, err := makeRunDirsOn(ctx, opts.WorkRoot, r.req.Dir, int(tn.uid), int(tn.gid), r.p.disk, opts.Disk, r.warm.image)
 	// Removed by cleanup in every outcome, what was made of it too.
 	r.dirs = dirs

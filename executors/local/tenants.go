@@ -53,42 +53,60 @@ func newUIDPool(o Options) *uidPool {
 var errPoolExhausted = errors.New("every sandbox uid of the pool is in use")
 
 // take returns a uid no other run holds, in this process or any other
-// sharing WorkRoot. The caller releases it when the run's processes are
-// gone.
-func (p *uidPool) take() (*tenant, error) {
+// sharing WorkRoot: prefer when it is the pool's and free (the owner of
+// the run's warm store, warmPlan.owner; 0 for none), else the next free
+// one. The caller releases it when the run's processes are gone.
+func (p *uidPool) take(prefer uint32) (*tenant, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	// Without the locks no run can know which uids other runs hold: the
 	// control cannot observe its subject.
-	unknown := func(err error) (*tenant, error) {
-		return nil, validation.Refuse(validation.CodeSandboxUserUnknown,
-			"which sandbox uids other runs hold cannot be told (%s)", errnoWords(err))
-	}
 	if err := os.MkdirAll(p.dir, 0o700); err != nil {
-		return unknown(err)
+		return nil, unknownUIDs(err)
+	}
+	if prefer >= p.first && prefer-p.first < p.count {
+		if tn, err := p.lock(prefer - p.first); tn != nil || err != nil {
+			return tn, err
+		}
 	}
 	for i := range p.count {
 		off := (p.cursor + i) % p.count
-		uid := p.first + off
-		if p.inUse[uid] {
-			continue
+		tn, err := p.lock(off)
+		if tn != nil || err != nil {
+			p.cursor = off + 1
+			return tn, err
 		}
-		f, err := os.OpenFile(filepath.Join(p.dir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR|os.O_CREATE, 0o600)
-		if err != nil {
-			return unknown(err)
-		}
-		if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
-			f.Close()
-			if errors.Is(err, unix.EWOULDBLOCK) {
-				continue // another process's run
-			}
-			return unknown(err)
-		}
-		p.inUse[uid] = true
-		p.cursor = off + 1
-		return &tenant{uid: uid, gid: p.firstGID + off, lock: f}, nil
 	}
 	return nil, errPoolExhausted
+}
+
+// lock takes the pool's uid at off when no run holds it: nil when one
+// does.
+func (p *uidPool) lock(off uint32) (*tenant, error) {
+	uid := p.first + off
+	if p.inUse[uid] {
+		return nil, nil
+	}
+	f, err := os.OpenFile(filepath.Join(p.dir, strconv.FormatUint(uint64(uid), 10)), os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return nil, unknownUIDs(err)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, unix.EWOULDBLOCK) {
+			return nil, nil // another process's run
+		}
+		return nil, unknownUIDs(err)
+	}
+	p.inUse[uid] = true
+	return &tenant{uid: uid, gid: p.firstGID + off, lock: f}, nil
+}
+
+// unknownUIDs is the refusal of a pool that cannot tell which uids are
+// free.
+func unknownUIDs(err error) error {
+	return validation.Refuse(validation.CodeSandboxUserUnknown,
+		"which sandbox uids other runs hold cannot be told (%s)", errnoWords(err))
 }
 
 // release gives the uid back.

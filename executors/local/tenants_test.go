@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -79,29 +80,29 @@ echo released > ` + gate)
 func TestUIDPoolBoundary(t *testing.T) {
 	o := Options{SandboxUID: testUID(t), SandboxGID: testUID(t), UIDCount: 2, UIDLockDir: t.TempDir()}.withDefaults()
 	p := newUIDPool(o)
-	a, err := p.take()
+	a, err := p.take(0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := p.take()
+	b, err := p.take(0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if a.uid == b.uid || a.gid == b.gid {
 		t.Fatalf("shared ids %+v %+v", a, b)
 	}
-	if _, err := p.take(); err == nil {
+	if _, err := p.take(0); err == nil {
 		t.Fatal("a third run got a uid of a pool of two")
 	}
 	// Another process's pool (the same lock directory) sees them taken.
 	other := newUIDPool(o)
-	if _, err := other.take(); err == nil {
+	if _, err := other.take(0); err == nil {
 		t.Fatal("another pool took a uid held by this one")
 	}
 	if err := p.release(a); err != nil {
 		t.Fatal(err)
 	}
-	c, err := other.take()
+	c, err := other.take(0)
 	if err != nil || c.uid != a.uid {
 		t.Fatalf("after a release: %+v %v, want uid %d", c, err, a.uid)
 	}
@@ -112,6 +113,28 @@ func TestUIDPoolBoundary(t *testing.T) {
 		if err := x.p.release(x.t); err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// A run takes the uid it prefers (its warm store's owner) when it is the
+// pool's and free, another when a run holds it; the next run goes on from
+// where the pool's turn was.
+func TestUIDPoolPrefer(t *testing.T) {
+	first := testUID(t)
+	p := newUIDPool(Options{SandboxUID: first, SandboxGID: first, UIDCount: 3, UIDLockDir: t.TempDir()}.withDefaults())
+	var got []uint32
+	for _, prefer := range []uint32{first + 2, first + 2, first + 3} {
+		tn, err := p.take(prefer)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, tn.uid-first)
+	}
+	if want := []uint32{2, 0, 1}; !slices.Equal(got, want) {
+		t.Errorf("uids taken %v, want %v", got, want)
+	}
+	if _, err := p.take(first + 1); !errors.Is(err, errPoolExhausted) {
+		t.Errorf("a fourth uid of a pool of three: %v", err)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -15,6 +16,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -108,6 +110,11 @@ type warmPlan struct {
 	// workspace is the run's, once its install passed: what the
 	// manager made there tells how it names its store's entries.
 	workspace string
+	// owner and ownerGID own the store in the image: a run that has
+	// them (uidPool.take prefers them) changes no owner of it, which
+	// takes a walk over every file (tens of milliseconds for a few
+	// hundred packages); another run makes the store its own.
+	owner, ownerGID uint32
 }
 
 // warmDisks makes and finds warm images, one maker at a time.
@@ -116,8 +123,9 @@ type warmDisks struct {
 }
 
 // warmFor is the warm disk of a run: the lockfile of the checkout at dir
-// (warmManagers: pnpm 10's pnpm-lock.yaml 9.0, bun 1's bun.lock) keyed
-// with the manager, its store's layout and the disk's ceiling, and its image
+// (warmManagers: pnpm 10's pnpm-lock.yaml 9.0, bun 1's bun.lock, Yarn
+// classic's yarn.lock) keyed with the manager, its store's layout and the
+// disk's ceiling, the uid that owns the store in its image, and its image
 // when one is kept. It is empty when the run installs nothing warm disks
 // serve.
 func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) warmPlan {
@@ -140,7 +148,11 @@ func (e *Executor) warmFor(plan validation.Plan, tool toolMount, dir string) war
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%d\x00%d\x00", tool.manager, wm.layout, o.Disk.Bytes, o.Disk.Inodes)
 	h.Write(lock)
-	w := warmPlan{pm: tool.manager, key: hex.EncodeToString(h.Sum(nil)), pkgs: pkgs}
+	sum := h.Sum(nil)
+	// The store's owner: a uid of the pool the key picks, which the run
+	// takes when no other run holds it.
+	off := binary.BigEndian.Uint32(sum) % max(o.UIDCount, 1)
+	w := warmPlan{pm: tool.manager, key: hex.EncodeToString(sum), pkgs: pkgs, owner: o.SandboxUID + off, ownerGID: o.SandboxGID + off}
 	img := filepath.Join(o.Warm.Dir, w.key+warmImageExt)
 	if st, err := os.Lstat(img); err == nil && st.Mode().IsRegular() {
 		now := time.Now()
@@ -253,6 +265,9 @@ func (e *Executor) makeWarmImage(ctx context.Context, tools diskTools, w warmPla
 		return err
 	}
 	if err := writeNew(filepath.Join(tree, warmMetaName), meta, 0o600, -1, -1); err != nil {
+		return err
+	}
+	if err := chownTree(filepath.Join(tree, warmStoreDir), int(w.owner), int(w.ownerGID)); err != nil {
 		return err
 	}
 	if err := mkfsWarm(ctx, tools, o.Disk, tree, img); err != nil {
@@ -406,6 +421,22 @@ func copyRangeBuffered(in, out *os.File, off, n int64) error {
 	return err
 }
 
+// chownTree makes uid and gid own root and everything under it.
+func chownTree(root string, uid, gid int) error {
+	return filepath.WalkDir(root, func(p string, de fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Lchown(p, uid, gid)
+	})
+}
+
+// ownedBy says uid and gid own the file st describes.
+func ownedBy(st fs.FileInfo, uid, gid int) bool {
+	sys, ok := st.Sys().(*syscall.Stat_t)
+	return ok && int(sys.Uid) == uid && int(sys.Gid) == gid
+}
+
 // seedWarmStore gives the install step the warm store its disk was made
 // with: owned by the run's uid, renamed to rel in the workspace, where
 // the manager looks for it (never over anything there: a checkout that
@@ -420,12 +451,12 @@ func seedWarmStore(base, workspace, rel string, uid, gid int) (int, int64, error
 	if b, err := readCapped(filepath.Join(base, warmMetaName), 4096); err == nil {
 		_ = json.Unmarshal(b, &meta)
 	}
-	err := filepath.WalkDir(src, func(p string, de fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		return os.Lchown(p, uid, gid)
-	})
+	// The image's store is the run's uid's already when the run has
+	// the store's owner (warmPlan.owner); else it is made the run's.
+	var err error
+	if st, serr := os.Lstat(src); serr != nil || !ownedBy(st, uid, gid) {
+		err = chownTree(src, uid, gid)
+	}
 	dst := workspace
 	for _, d := range strings.Split(filepath.Dir(rel), "/") {
 		if dst = filepath.Join(dst, d); err == nil {

@@ -16,8 +16,10 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -250,7 +252,7 @@ func warmTwice(t *testing.T, tools *toolchain.Cache, rule egress.Rule, cache *eg
 	plan.Steps = []validation.Step{
 		{Name: validation.StepInstall, Argv: validation.InstallArgv(plan.PackageManager, true), Network: validation.NetworkRegistry, Timeout: 3 * time.Minute},
 		shStep("check", `node -e "require('express'); console.log('dependency loaded')" &&
-echo "links $(stat -L -c %h node_modules/express/package.json)" &&
+echo "uid $(id -u)" && echo "links $(stat -L -c %h node_modules/express/package.json)" &&
 f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tampered >> $f`, time.Minute),
 	}
 	run := func(i int) executors.Result {
@@ -278,6 +280,14 @@ f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tam
 	if len(imgs) != 1 {
 		t.Fatalf("warm images %v, want one", imgs)
 	}
+	// A uid of the pool owns the image's store; the next runs, alone,
+	// take it: they change no owner.
+	out, err := exec.Command("debugfs", "-R", "stat /"+warmStoreDir, imgs[0]).CombinedOutput()
+	m := regexp.MustCompile(`User:\s+(\d+)\s+Group:\s+(\d+)\s`).FindSubmatch(out)
+	if err != nil || m == nil || string(m[1]) == "0" {
+		t.Fatalf("the image's store: %v\n%s", err, out)
+	}
+	owner := "uid " + string(m[1]) + "\n"
 	before := fileSHA256(t, imgs[0])
 	for i := 1; i <= 2; i++ {
 		res := run(i)
@@ -291,6 +301,9 @@ f=node_modules/express/index.js && grep -c tampered $f; chmod u+w $f && echo tam
 			t.Errorf("run %d: cache record %+v, want the %d packages of the store", i, c, n)
 		}
 		out := res.Steps[1].Output.Head
+		if !strings.Contains(out, owner) {
+			t.Errorf("run %d: %q, want the run to have the store's owner, %q", i, out, owner)
+		}
 		if !strings.Contains(out, want) {
 			t.Errorf("run %d: %q, want %q: the package from the store, untampered", i, out, want)
 		}
@@ -519,6 +532,38 @@ func TestPnpmStoreBudget(t *testing.T) {
 
 // The images are bounded: past MaxBytes the least recently used go
 // first; a temporary file a dead process left goes once it is old.
+// A warm store its image gave the sandbox's uid is moved as it is; one
+// another uid owns is made the sandbox's, every file of it.
+func TestSeedWarmStoreOwner(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		storeUID int
+		wantFile int
+	}{{"the sandbox's", 1001, 1002}, {"another's", 1003, 1001}} {
+		t.Run(tc.name, func(t *testing.T) {
+			base, ws := t.TempDir(), t.TempDir()
+			store := filepath.Join(base, warmStoreDir)
+			file := filepath.Join(store, "pkg", "index.js")
+			if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := errors.Join(os.WriteFile(file, []byte("x"), 0o644), os.Lchown(file, 1002, 1002), os.Lchown(store, tc.storeUID, tc.storeUID)); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := seedWarmStore(base, ws, pnpmSandboxStore, 1001, 1001); err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Lstat(filepath.Join(ws, pnpmSandboxStore, "pkg", "index.js"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ownedBy(st, tc.wantFile, tc.wantFile) {
+				t.Errorf("the store's file is %d's, want %d's", st.Sys().(*syscall.Stat_t).Uid, tc.wantFile)
+			}
+		})
+	}
+}
+
 func TestEvictWarm(t *testing.T) {
 	dir := t.TempDir()
 	now := time.Now()
