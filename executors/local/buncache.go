@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"os"
@@ -50,8 +49,8 @@ func bunLockPackages(lock []byte) []lockedPackage {
 		if m == nil || seen[m[1]] {
 			continue
 		}
-		sum, err := base64.StdEncoding.DecodeString(m[2][len("sha512-"):])
-		if err != nil {
+		sum := sha512SRI(m[2])
+		if sum == nil {
 			continue
 		}
 		seen[m[1]] = true

@@ -28,6 +28,19 @@ var npmLockfiles = []string{"npm-shrinkwrap.json", "package-lock.json"}
 // sriSHA512 is an SRI sha512 as lockfiles write it.
 var sriSHA512 = regexp.MustCompile(`sha512-[A-Za-z0-9+/]{86}==`)
 
+// sha512SRI is the digest s names when s is one SRI sha512 and nothing
+// else; nil otherwise.
+func sha512SRI(s string) []byte {
+	if len(s) != len("sha512-")+88 || !sriSHA512.MatchString(s) {
+		return nil
+	}
+	sum, err := base64.StdEncoding.DecodeString(s[len("sha512-"):])
+	if err != nil {
+		return nil
+	}
+	return sum
+}
+
 // seedNpmCache gives the install step's npm the tarballs its lockfile
 // names that the worker's verifying cache holds, as content of npm's own
 // cache in the sandbox's HOME (~/.npm/_cacache/content-v2, addressed by

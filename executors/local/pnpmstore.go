@@ -119,14 +119,10 @@ func pnpmResolutionSum(line string) []byte {
 		return nil
 	}
 	v, ok := strings.CutPrefix(strings.TrimPrefix(body, "{"), "integrity: ")
-	if !ok || strings.Contains(v, ",") || !sriSHA512.MatchString(v) || len(v) != len("sha512-")+88 {
+	if !ok {
 		return nil
 	}
-	sum, err := base64.StdEncoding.DecodeString(v[len("sha512-"):])
-	if err != nil || len(sum) != sha512.Size {
-		return nil
-	}
-	return sum
+	return sha512SRI(v)
 }
 
 // pnpmIndexName is where pnpm looks a package's index up in the store

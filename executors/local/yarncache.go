@@ -74,9 +74,9 @@ func yarnLockPackages(lock []byte) []lockedPackage {
 	var all []lockedPackage
 	for _, e := range yarnLockEntries(lock) {
 		name := yarnEntryPackage(e.key)
-		sum := e.sha512()
+		sum := sha512SRI(e.integrity) // one sha512, as Yarn's cacheIntegrity then reads
 		u, err := url.Parse(e.resolved)
-		if name == "" || e.other || sum == nil || !sriSHA512.MatchString(e.integrity) || len(e.integrity) != 7+88 ||
+		if name == "" || e.other || sum == nil ||
 			!yarnVersion.MatchString(e.version) || err != nil || (u.Scheme != "https" && u.Scheme != "http") ||
 			(u.Fragment != "" && !yarnSHA1.MatchString(u.Fragment)) {
 			continue
@@ -94,11 +94,12 @@ func yarnEntryPackage(key string) string {
 	var name string
 	for _, pat := range strings.Split(strings.TrimSuffix(key, ":"), ", ") {
 		pat = strings.Trim(pat, `"`)
-		at := strings.Index(pat[min(1, len(pat)):], "@") + min(1, len(pat))
-		if at < min(1, len(pat)) {
-			at = len(pat)
+		// The name ends at the first "@" after its first character (a
+		// scope's "@" is its first).
+		n, rng := pat, ""
+		if i := strings.Index(pat[min(1, len(pat)):], "@"); i >= 0 {
+			n, rng = pat[:i+1], pat[i+2:]
 		}
-		n, rng := pat[:at], strings.TrimPrefix(pat[at:], "@")
 		if strings.Contains(rng, ":") || (name != "" && n != name) {
 			return ""
 		}

@@ -3,7 +3,6 @@ package local
 import (
 	"bufio"
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"net/url"
@@ -186,15 +185,7 @@ type yarnLockEntry struct {
 // sha512 is the digest of the entry's integrity when it names one
 // (nil when it does not).
 func (e yarnLockEntry) sha512() []byte {
-	m := sriSHA512.FindString(e.integrity)
-	if m == "" {
-		return nil
-	}
-	sum, err := base64.StdEncoding.DecodeString(m[len("sha512-"):])
-	if err != nil {
-		return nil
-	}
-	return sum
+	return sha512SRI(sriSHA512.FindString(e.integrity))
 }
 
 // yarnLockEntries are the entries of a Yarn classic lockfile, read line
